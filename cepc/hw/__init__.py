@@ -1,0 +1,1 @@
+"""hw stage of cepc."""

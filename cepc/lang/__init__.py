@@ -1,0 +1,1 @@
+"""lang stage of cepc."""

@@ -1,0 +1,1 @@
+"""nfa stage of cepc."""

@@ -1,0 +1,1 @@
+"""synth stage of cepc."""
