@@ -366,6 +366,7 @@ def format_pattern(p: Pattern) -> str:
         quant = {(0, None): "*", (1, None): "+", (0, 1): "?"}.get((p.min, p.max))
         if quant is None:
             quant = f"{{{p.min}}}" if p.min == p.max else f"{{{p.min},}}" if p.max is None else f"{{{p.min},{p.max}}}"
-        return fmt(p.child, 3) + quant
+        text = fmt(p.child, 3) + quant
+        return f"({text})" if prec > 2 else text
 
     return fmt(p, 0)

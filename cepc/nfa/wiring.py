@@ -68,9 +68,9 @@ def _expand(p: ast.Pattern, counter, occurrences: dict[str, int]):
         return _Node("seq", mandatory + [loop])
     items = [_expand(p.child, counter, occurrences) for _ in range(p.min)]
     # r{n,m}: n copies, then (m-n) nested optionals r (r (r)?)? ? so each copy is one state set
+    copies = [_expand(p.child, counter, occurrences) for _ in range(p.max - p.min)]
     optional = None
-    for _ in range(p.max - p.min):
-        copy = _expand(p.child, counter, occurrences)
+    for copy in reversed(copies):
         optional = _Node("opt", [copy if optional is None else _Node("seq", [copy, optional])])
     if optional is not None:
         items.append(optional)
@@ -202,6 +202,22 @@ class Nfa:
 
     def predecessors(self, state: int) -> list[int]:
         return sorted(self.graph.predecessors(state))
+
+    def step(self, active: frozenset[int], satisfied: set[str], skip: bool) -> tuple[frozenset[int], bool]:
+        """One clock of the hardware NFA, in software: the next active set and the match bit.
+
+        A state turns on when its predicate holds (``satisfied`` holds DEFINE names;
+        '.' always holds) and it is start-activated or a predecessor is on. With
+        ``skip`` (AFTER MATCH SKIP PAST LAST ROW) a match clears the vector.
+        """
+        g = self.graph
+        nxt = frozenset(
+            s for s, d in g.nodes(data=True)
+            if (d["pred"] is None or d["pred"] in satisfied)
+            and (d["start"] or any(p in active for p in g.predecessors(s)))
+        )
+        matched = bool(nxt & self.accept)
+        return (frozenset() if matched and skip else nxt), matched
 
 
 def build(query: ast.Query) -> Nfa:
