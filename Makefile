@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(VERILATOR_ROOT)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo lint clean
+.PHONY: setup test test-quick demo lint clean bench-foundation
 
 setup: $(STAMP)
 
@@ -54,3 +54,6 @@ demo: setup
 
 clean:
 	rm -rf $(DEMO_DIR) build sim_build .pytest_cache
+
+bench-foundation: setup
+	$(PY) bench/foundation.py
