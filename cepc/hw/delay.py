@@ -1,0 +1,59 @@
+"""A delay line with a clock enable: registers when short, block RAM when long."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+
+class DelayLine(wiring.Component):
+    """``o_data``/``o_valid`` are ``i_data``/``i_valid`` of exactly ``depth`` enabled cycles before.
+
+    Used to carry a tuple's payload (tuple, predicate vector, seq) beside its key
+    while the key travels through the partitioner (Woods et al. Fig. 2). Valid
+    bits live in flip-flops, so a reset flushes the line; payloads of more than
+    four stages live in a ring buffer of ``depth`` words (one BRAM read port).
+    """
+
+    def __init__(self, width: int, depth: int):
+        if depth < 1:
+            raise ValueError(f"delay must be at least 1, not {depth}")
+        self._width, self._depth = width, depth
+        super().__init__({"en": In(1), "i_valid": In(1), "i_data": In(width), "o_valid": Out(1),
+                          "o_data": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._depth
+        valid = [Signal(name=f"v{i}") for i in range(n)]
+        with m.If(self.en):
+            m.d.sync += valid[0].eq(self.i_valid)
+            for i in range(n - 1):
+                m.d.sync += valid[i + 1].eq(valid[i])
+        m.d.comb += self.o_valid.eq(valid[-1])
+        if n <= 4:
+            stages = [Signal(self._width, name=f"d{i}") for i in range(n)]
+            with m.If(self.en):
+                m.d.sync += stages[0].eq(self.i_data)
+                for i in range(n - 1):
+                    m.d.sync += stages[i + 1].eq(stages[i])
+            m.d.comb += self.o_data.eq(stages[-1])
+            return m
+        m.submodules.ring = ring = memory.Memory(shape=self._width, depth=n, init=[])
+        wr = ring.write_port()
+        rd = ring.read_port()
+        ptr = Signal(range(n))
+        nxt = Signal(range(n))
+        m.d.comb += nxt.eq(ptr + 1 if (n & (n - 1)) == 0 else 0)
+        if n & (n - 1):
+            with m.If(ptr != n - 1):
+                m.d.comb += nxt.eq(ptr + 1)
+        # written at ptr now, read back when ptr comes round again: n cycles later
+        m.d.comb += [
+            wr.addr.eq(ptr), wr.data.eq(self.i_data), wr.en.eq(self.en),
+            rd.addr.eq(nxt), rd.en.eq(self.en), self.o_data.eq(rd.data),
+        ]
+        with m.If(self.en):
+            m.d.sync += ptr.eq(nxt)
+        return m

@@ -1,0 +1,205 @@
+"""The generated top: framing → predicate decoder → partitioners → NFA cores → match stream.
+
+Ports (SPEC §4; AXI-Stream naming):
+
+* ``s_tdata``/``s_tkeep``/``s_tvalid``/``s_tready``/``s_tlast``: packed tuples in;
+* ``m_tdata``/``m_tvalid``/``m_tready``/``m_tlast``: one match record per beat
+  (layout in :func:`cepc.hw.layouts.record_layout` and the JSON sidecar);
+* ``spill_tdata``/``spill_tvalid``/``spill_tready``: tuples the partitioner
+  could not place, for the host to handle (counted in ``dropped``);
+* ``tuples_in``, ``matches_out``, ``dropped``, ``malformed``: status counters.
+
+Pipeline (one stage per line, all advancing together while ``en`` is high):
+
+1. framer output accepted (every other cycle with a pipeline partitioner);
+2. tuple register, ``seq`` assigned;
+3. predicate vector register (decoder output), key injected into each query's partitioner;
+4. … ``depth`` cycles in the partitioner, payload in a delay line beside it …
+5. NFA core on the tail element; record into the query's output FIFO.
+
+``en`` drops when any output FIFO is full, which freezes the whole pipeline:
+backpressure on ``m_tready`` or ``spill_tready`` never loses a tuple.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from ..plan import DesignPlan
+from .decoder import PredicateDecoder
+from .delay import DelayLine
+from .framing import Framer
+from .layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, padded, record_layout, tuple_layout
+from .nfa_core import NfaCore
+from .partition import PipelinePartitioner, SinglePartition
+
+OUTPUT_FIFO_DEPTH = 16
+
+
+class Top(wiring.Component):
+    def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
+                 partitioner: str = "pipeline"):
+        if bus_width % 8 or not 8 <= bus_width <= 512:
+            raise ValueError(f"bus width must be a multiple of 8 between 8 and 512, not {bus_width!r}")
+        if partitions < 1:
+            raise ValueError(f"--partitions must be at least 1, not {partitions!r}")
+        if partitioner != "pipeline":
+            raise ValueError(f"unknown partitioner {partitioner!r}")
+        if not design.queries:
+            raise ValueError("the design has no query")
+        self.design = design
+        self.bus_width = bus_width
+        self.partitions = partitions
+        self.tuple_layout = tuple_layout(design.tuple)
+        self.record_layout = record_layout(design)
+        self.record_width = padded(self.record_layout.size)
+        self.tuple_width = design.tuple.nbytes * 8
+        ports = {
+            "s_tdata": In(bus_width), "s_tkeep": In(bus_width // 8), "s_tvalid": In(1), "s_tready": Out(1),
+            "s_tlast": In(1),
+            "m_tdata": Out(self.record_width), "m_tvalid": Out(1), "m_tready": In(1), "m_tlast": Out(1),
+            "spill_tdata": Out(self.tuple_width), "spill_tvalid": Out(1), "spill_tready": In(1),
+            "tuples_in": Out(COUNTER_WIDTH), "matches_out": Out(COUNTER_WIDTH),
+            "dropped": Out(COUNTER_WIDTH), "malformed": Out(COUNTER_WIDTH),
+        }
+        super().__init__(ports)
+
+    @property
+    def pipelined(self) -> bool:
+        """True if some query uses the pipeline partitioner (one tuple every other cycle)."""
+        return any(q.key_fields for q in self.design.queries)
+
+    @property
+    def latency(self) -> int:
+        """Cycles from the beat completing a tuple to its match record on ``m_tdata``, without stalls."""
+        return 3 + self._depth() + 2
+
+    def _depth(self) -> int:
+        return self.partitions if self.pipelined else 1
+
+    def elaborate(self, platform):
+        m = Module()
+        design, tup = self.design, self.design.tuple
+        depth = self._depth()
+
+        # --- framing ------------------------------------------------------------------
+        m.submodules.framer = framer = Framer(self.bus_width, tup.nbytes)
+        m.d.comb += [
+            framer.data.eq(self.s_tdata), framer.keep.eq(self.s_tkeep), framer.last.eq(self.s_tlast),
+            framer.valid.eq(self.s_tvalid), self.s_tready.eq(framer.ready), self.malformed.eq(framer.malformed),
+        ]
+
+        en = Signal()
+        slot = Signal()
+        accept = Signal()
+        m.d.comb += [framer.tuples.ready.eq(en & slot), accept.eq(framer.tuples.valid & framer.tuples.ready)]
+
+        # --- stage 2: tuple register and seq ----------------------------------------------
+        a_valid = Signal()
+        a_tuple = Signal(self.tuple_layout)
+        a_raw = Signal(self.tuple_width)
+        a_seq = Signal(SEQ_WIDTH)
+        seq = Signal(SEQ_WIDTH)
+        with m.If(en):
+            m.d.sync += [a_valid.eq(accept), a_raw.eq(framer.tuples.payload),
+                         a_tuple.eq(framer.tuples.payload[:self.tuple_layout.size]), a_seq.eq(seq)]
+            with m.If(accept):
+                m.d.sync += [seq.eq(seq + 1), self.tuples_in.eq(self.tuples_in + 1)]
+
+        # --- stage 3: predicate vector ---------------------------------------------------------
+        predicates = [p for q in design.queries for p in q.predicates]
+        m.submodules.decoder = decoder = PredicateDecoder(self.tuple_layout, predicates)
+        m.d.comb += decoder.tuple.eq(a_tuple)
+        b_valid = Signal()
+        b_tuple = Signal(self.tuple_layout)
+        b_raw = Signal(self.tuple_width)
+        b_preds = Signal(len(decoder.preds))
+        b_seq = Signal(SEQ_WIDTH)
+        with m.If(en):
+            m.d.sync += [b_valid.eq(a_valid), b_tuple.eq(a_tuple), b_raw.eq(a_raw), b_preds.eq(decoder.preds),
+                         b_seq.eq(a_seq)]
+
+        # payload beside the keys: raw tuple (for the spill stream), predicate vector, seq
+        m.submodules.payload = payload = DelayLine(self.tuple_width + len(b_preds) + SEQ_WIDTH, depth)
+        m.d.comb += [payload.en.eq(en), payload.i_valid.eq(b_valid), payload.i_data.eq(Cat(b_raw, b_preds, b_seq))]
+        t_raw = payload.o_data[:self.tuple_width]
+        t_preds = payload.o_data[self.tuple_width:self.tuple_width + len(b_preds)]
+        t_seq = payload.o_data[self.tuple_width + len(b_preds):]
+
+        # --- per query: partitioner, NFA core, output FIFO ---------------------------------------
+        fifos_ready = []
+        drops = []
+        slots = []
+        outputs = []
+        pred_base = 0
+        for q in design.queries:
+            n_preds = len(q.predicates)
+            core = NfaCore(q.nfa, n_preds, q.skip)
+            if q.key_fields:
+                kw = key_width(tup, q)
+                part = PipelinePartitioner(depth, kw, q.nfa.n_states)
+                key = Cat(*(Value.cast(getattr(b_tuple, k)) for k in q.key_fields))
+            else:
+                part = SinglePartition(depth, q.nfa.n_states)
+                key = 0
+            m.submodules[f"{q.name}_partitioner"] = part
+            m.submodules[f"{q.name}_nfa"] = core
+            m.d.comb += [part.en.eq(en), part.inject.eq(b_valid), part.key.eq(key)]
+            slots.append(part.slot)
+            m.d.comb += [
+                core.state.eq(part.out_state),
+                core.preds.eq(t_preds[pred_base:pred_base + max(n_preds, 1)] if n_preds else 0),
+                part.next_state.eq(core.next),
+            ]
+            pred_base += n_preds
+            drop = Signal(name=f"{q.name}_drop")
+            m.d.comb += drop.eq(part.out_valid & ~part.out_hit & ~part.out_free & core.next.any())
+            drops.append(drop)
+
+            fifo = SyncFIFOBuffered(width=self.record_layout.size, depth=OUTPUT_FIFO_DEPTH)
+            m.submodules[f"{q.name}_matches"] = fifo
+            record = Signal(self.record_layout, name=f"{q.name}_record")
+            m.d.comb += [
+                record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index),
+                fifo.w_data.eq(record), fifo.w_en.eq(en & part.out_valid & core.match & ~drop),
+            ]
+            fifos_ready.append(fifo.w_rdy)
+            outputs.append(fifo)
+
+        # --- spill stream: tuples some query could not place ------------------------------------
+        spill = SyncFIFOBuffered(width=self.tuple_width, depth=OUTPUT_FIFO_DEPTH)
+        m.submodules.spill = spill
+        any_drop = Signal()
+        m.d.comb += [
+            any_drop.eq(Cat(*drops).any()),
+            spill.w_data.eq(t_raw), spill.w_en.eq(en & payload.o_valid & any_drop),
+            self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy), spill.r_en.eq(self.spill_tready),
+        ]
+        with m.If(en & payload.o_valid & any_drop):
+            m.d.sync += self.dropped.eq(self.dropped + 1)
+
+        m.d.comb += [en.eq(Cat(*fifos_ready, spill.w_rdy).all()), slot.eq(Cat(*slots).all())]
+
+        # --- output: round-robin over the queries' FIFOs ---------------------------------------------
+        n = len(outputs)
+        turn = Signal(range(max(n, 2)))
+        chosen = Signal(range(max(n, 2)))
+        # the first FIFO with data at or after `turn`, wrapping around
+        for offset in reversed(range(n)):
+            for i in range(n):
+                with m.If((turn == i) & outputs[(i + offset) % n].r_rdy):
+                    m.d.comb += chosen.eq((i + offset) % n)
+        valid = Cat(*(f.r_rdy for f in outputs)).any()
+        data = outputs[0].r_data
+        for i in range(1, n):
+            data = Mux(chosen == i, outputs[i].r_data, data)
+        m.d.comb += [self.m_tvalid.eq(valid), self.m_tdata.eq(data), self.m_tlast.eq(1)]
+        for i, f in enumerate(outputs):
+            m.d.comb += f.r_en.eq(self.m_tready & (chosen == i))
+        with m.If(self.m_tvalid & self.m_tready):
+            m.d.sync += self.matches_out.eq(self.matches_out + 1)
+            m.d.sync += turn.eq(Mux(chosen == n - 1, 0, chosen + 1))
+        return m
