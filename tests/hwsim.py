@@ -61,7 +61,7 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
     top = Top(design, bus_width=bus_width, partitions=partitions)
     rng = random.Random(seed)
     result = SimResult()
-    done = [False]
+    done = [False]  # the source has sent everything; the sink then waits `idle` quiet cycles
     idle = idle if idle is not None else partitions + 64
 
     async def source(ctx):
@@ -82,6 +82,8 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
         quiet = 0
         cycle = 0
         while not done[0] or quiet < idle:
+            if not done[0]:
+                quiet = 0
             ready = rng.random() >= backpressure
             ctx.set(top.m_tready, ready)
             ctx.set(top.spill_tready, rng.random() >= backpressure)

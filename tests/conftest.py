@@ -1,0 +1,5 @@
+"""Shared test set-up: helper modules get pytest's assertion messages too."""
+
+import pytest
+
+pytest.register_assert_rewrite("hwsim", "patterns")
