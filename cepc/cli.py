@@ -102,6 +102,34 @@ def cmd_match(args) -> int:
     return 0
 
 
+def cmd_compile(args) -> int:
+    from .emit import verilog
+    from .hw.top import Top, check_options
+    from .nfa.lower import lower
+
+    hdl = args.hdl or {".v": "verilog", ".il": "rtlil", ".rtlil": "rtlil", ".vhd": "vhdl",
+                       ".vhdl": "vhdl"}.get(Path(args.output).suffix.lower(), "verilog")
+    if hdl == "vhdl":
+        raise UsageError("the VHDL backend is not built yet; use --hdl verilog or rtlil")
+    if not args.top.isidentifier():
+        raise UsageError(f"--top must be a Verilog identifier, not {args.top!r}")
+    try:
+        check_options(args.bus_width, args.partitions, args.partitioner)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    t0 = time.perf_counter()
+    checked = _load(args.query)
+    design = lower(checked)
+    top = Top(design, bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner)
+    options = {"bus_width": args.bus_width, "partitions": args.partitions, "partitioner": args.partitioner}
+    side = verilog.emit(design, top, Path(args.output), hdl, args.top, options)
+    rate = "one tuple every other cycle" if top.pipelined else "one tuple per cycle"
+    print(f"{args.output}: {hdl}, top {args.top}, {len(design.queries)} quer{'y' if len(design.queries) == 1 else 'ies'}, "
+          f"{args.partitions} partitions ({args.partitioner}), {args.bus_width}-bit input, {rate}, "
+          f"latency {top.latency} cycles; layout in {side} ({time.perf_counter() - t0:.2f} s)", file=sys.stderr)
+    return 0
+
+
 def cmd_gen(args) -> int:
     from . import gen
 
@@ -137,6 +165,21 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", metavar="FILE", required=True, help="match file to write (.csv)")
     c.set_defaults(func=cmd_match)
 
+    c = sub.add_parser("compile", help="compile a query file to hardware (Verilog, RTLIL)")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.add_argument("-o", "--output", metavar="FILE", required=True,
+                   help="HDL file to write; a .json sidecar with the wire formats goes beside it")
+    c.add_argument("--hdl", choices=["verilog", "vhdl", "rtlil"],
+                   help="output language (default: from the suffix of -o, else verilog)")
+    c.add_argument("--partitioner", choices=["pipeline"], default="pipeline",
+                   help="stream partitioner (default: pipeline, Woods et al. §6)")
+    c.add_argument("--partitions", type=int, metavar="N", default=16,
+                   help="concurrent partitions per query (default: 16)")
+    c.add_argument("--bus-width", type=int, metavar="W", default=64,
+                   help="input bus width in bits, a multiple of 8 from 8 to 512 (default: 64)")
+    c.add_argument("--top", metavar="NAME", default="cepc_top", help="name of the top module (default: cepc_top)")
+    c.set_defaults(func=cmd_compile)
+
     c = sub.add_parser("gen", help="generate synthetic events whose values make the patterns match")
     c.add_argument("query", metavar="Q.sql", help="query file")
     c.add_argument("-n", type=int, metavar="N", default=1000, help="number of events (default: 1000)")
@@ -157,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except CepcError as e:
         print(e.format(), file=sys.stderr)
+        return 1
+    except OSError as e:  # a file we were told to read or write
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

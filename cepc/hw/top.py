@@ -39,15 +39,20 @@ from .partition import PipelinePartitioner, SinglePartition
 OUTPUT_FIFO_DEPTH = 16
 
 
+def check_options(bus_width: int, partitions: int, partitioner: str) -> None:
+    """Raise ValueError with a user-facing message for options the top cannot take."""
+    if bus_width % 8 or not 8 <= bus_width <= 512:
+        raise ValueError(f"bus width must be a multiple of 8 between 8 and 512, not {bus_width!r}")
+    if partitions < 1:
+        raise ValueError(f"--partitions must be at least 1, not {partitions!r}")
+    if partitioner != "pipeline":
+        raise ValueError(f"unknown partitioner {partitioner!r}")
+
+
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline"):
-        if bus_width % 8 or not 8 <= bus_width <= 512:
-            raise ValueError(f"bus width must be a multiple of 8 between 8 and 512, not {bus_width!r}")
-        if partitions < 1:
-            raise ValueError(f"--partitions must be at least 1, not {partitions!r}")
-        if partitioner != "pipeline":
-            raise ValueError(f"unknown partitioner {partitioner!r}")
+        check_options(bus_width, partitions, partitioner)
         if not design.queries:
             raise ValueError("the design has no query")
         self.design = design

