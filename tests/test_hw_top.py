@@ -13,6 +13,7 @@ import patterns as pt
 from cepc import events
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
+from cepc.hw.top import latency
 from cepc.nfa.lower import lower
 from pathlib import Path
 
@@ -124,13 +125,13 @@ def test_malformed_packets_are_counted_and_framing_resyncs():
     assert hwsim.hw_rows(design, result, c) == hwsim.reference_rows(c, frame)
 
 
-def test_latency_from_last_beat_to_record():
-    text = pt.schema() + "PATTERN (P0) DEFINE " + pt.defines() + ";"
-    checked = check(parse(text))
-    design = lower(checked)
-    frame = keyed_frame("a", [0])
-    data = design.tuple.to_bytes(frame.to_dict("records")[0])
-    result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=1, idle=30)
+@pytest.mark.parametrize("partitions, keyed", [(1, False), (1, True), (4, True), (9, True)])
+def test_latency_from_last_beat_to_record(partitions, keyed):
+    text = pt.schema() + ("PARTITION BY k " if keyed else "") + "PATTERN (P0) DEFINE " + pt.defines() + ";"
+    design = lower(check(parse(text)))
+    data = design.tuple.to_bytes({"t": 0, "k": 1, "c": "a"})
+    result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=partitions, idle=30)
     assert len(result.records) == 1
-    # beat accepted at the first edge; the record is taken at edge `first_record_cycle`
-    assert result.first_record_cycle - 1 <= 8
+    # the beat is taken at edge 1, the record at edge `first_record_cycle`
+    assert result.first_record_cycle - 1 == latency(design, partitions)
+    assert latency(design, partitions) - (partitions if keyed else 1) <= 8  # the datapath around the partitioner

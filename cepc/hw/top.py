@@ -49,6 +49,18 @@ def check_options(bus_width: int, partitions: int, partitioner: str) -> None:
         raise ValueError(f"unknown partitioner {partitioner!r}")
 
 
+def pipelined(design: DesignPlan) -> bool:
+    """True if some query uses the pipeline partitioner (one tuple every other cycle)."""
+    return any(q.key_fields for q in design.queries)
+
+
+def latency(design: DesignPlan, partitions: int) -> int:
+    """Clock edges from the one taking the beat that completes a tuple to the one taking its match
+    record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth
+    (``partitions``, or 1 without PARTITION BY), output FIFO 2, arbiter 1."""
+    return 6 + (partitions if pipelined(design) else 1)
+
+
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline"):
@@ -74,13 +86,11 @@ class Top(wiring.Component):
 
     @property
     def pipelined(self) -> bool:
-        """True if some query uses the pipeline partitioner (one tuple every other cycle)."""
-        return any(q.key_fields for q in self.design.queries)
+        return pipelined(self.design)
 
     @property
     def latency(self) -> int:
-        """Cycles from the beat completing a tuple to its match record on ``m_tdata``, without stalls."""
-        return 3 + self._depth() + 2
+        return latency(self.design, self.partitions)
 
     def _depth(self) -> int:
         return self.partitions if self.pipelined else 1
