@@ -114,14 +114,17 @@ def cmd_compile(args) -> int:
     if not args.top.isidentifier():
         raise UsageError(f"--top must be a Verilog identifier, not {args.top!r}")
     try:
-        check_options(args.bus_width, args.partitions, args.partitioner)
+        check_options(args.bus_width, args.partitions, args.partitioner, args.evict_after)
     except ValueError as e:
         raise UsageError(str(e)) from None
     t0 = time.perf_counter()
     checked = _load(args.query)
     design = lower(checked)
-    top = Top(design, bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner)
+    top = Top(design, bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner,
+              evict_after=args.evict_after)
     options = {"bus_width": args.bus_width, "partitions": args.partitions, "partitioner": args.partitioner}
+    if args.evict_after:
+        options["evict_after"] = args.evict_after
     side = verilog.emit(design, top, Path(args.output), hdl, args.top, options)
     rate = "one tuple every other cycle" if top.pipelined else "one tuple per cycle"
     print(f"{args.output}: {hdl}, top {args.top}, {len(design.queries)} quer{'y' if len(design.queries) == 1 else 'ies'}, "
@@ -177,6 +180,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="concurrent partitions per query (default: 16)")
     c.add_argument("--bus-width", type=int, metavar="W", default=64,
                    help="input bus width in bits, a multiple of 8 from 8 to 512 (default: 64)")
+    c.add_argument("--evict-after", type=int, metavar="CYCLES",
+                   help="free a partition's element at most CYCLES after it was allocated, counted in `evicted` "
+                        "(default: never; loses partial matches older than that)")
     c.add_argument("--top", metavar="NAME", default="cepc_top", help="name of the top module (default: cepc_top)")
     c.set_defaults(func=cmd_compile)
 

@@ -57,8 +57,8 @@ def decode_record(design: DesignPlan, word: int) -> dict:
 
 def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, bus_width: int = 32,
              partitions: int = 8, stall: float = 0.0, backpressure: float = 0.0, seed: int = 0,
-             idle: int | None = None) -> SimResult:
-    top = Top(design, bus_width=bus_width, partitions=partitions)
+             idle: int | None = None, evict_after: int | None = None) -> SimResult:
+    top = Top(design, bus_width=bus_width, partitions=partitions, evict_after=evict_after)
     rng = random.Random(seed)
     result = SimResult()
     done = [False]  # the source has sent everything; the sink then waits `idle` quiet cycles
@@ -100,7 +100,7 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
                 result.spilled.append(sd)
                 quiet = 0
         result.cycles = cycle
-        for name in ("tuples_in", "matches_out", "dropped", "malformed"):
+        for name in ("tuples_in", "matches_out", "dropped", "malformed", "evicted"):
             result.counters[name] = ctx.get(getattr(top, name))
 
     sim = Simulator(top)

@@ -261,3 +261,27 @@ def test_partitioner_full_table_reports_neither_hit_nor_free():
     assert k4[0] == 4 and not k4[2] and not k4[3]  # the fourth key finds no room: dropped
     assert seen[4][2] == 1  # key 1 still has its element
     assert occupied == 3
+
+
+def test_partitioner_evicts_elements_whose_timer_ran_out():
+    dut = PipelinePartitioner(4, 8, 4, evict_after=30)  # a tick every 2 cycles, 15 ticks
+    seen, evictions = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.en, 1)
+        schedule = {0: 5, 10: 5, 80: 5, 90: 6}  # key 5, again soon, again after the timeout
+        for cycle in range(120):
+            key = schedule.get(cycle)
+            if key is not None:
+                assert ctx.get(dut.slot)
+            ctx.set(dut.inject, int(key is not None))
+            ctx.set(dut.key, key or 0)
+            if ctx.get(dut.out_valid):
+                seen.append((ctx.get(dut.out_key), ctx.get(dut.out_hit), ctx.get(dut.out_state)))
+                ctx.set(dut.next_state, 3)
+            evictions.append(ctx.get(dut.evicted))
+            await ctx.tick()
+
+    run(dut, bench)
+    assert seen == [(5, 0, 0), (5, 1, 3), (5, 0, 0), (6, 0, 0)]  # the third finds its state gone
+    assert sum(evictions) == 1

@@ -135,3 +135,24 @@ def test_latency_from_last_beat_to_record(partitions, keyed):
     # the beat is taken at edge 1, the record at edge `first_record_cycle`
     assert result.first_record_cycle - 1 == latency(design, partitions)
     assert latency(design, partitions) - (partitions if keyed else 1) <= 8  # the datapath around the partitioner
+
+
+def test_eviction_with_a_long_timeout_changes_nothing():
+    c, frame = marathon()
+    result = hwsim.run_and_compare(c, frame, bus_width=32, partitions=8, evict_after=100_000)
+    assert result.counters["evicted"] == 0
+
+
+def test_eviction_frees_idle_partitions_so_new_keys_fit():
+    # two elements; keys 0 and 1 start partial matches and go quiet; later keys need room
+    text = pt.schema() + "PARTITION BY k PATTERN (P0 P3 P2) DEFINE " + pt.defines() + ";"
+    checked = check(parse(text))
+    design = lower(checked)
+    frame = keyed_frame("aa" + "b" * 40 + "adc", [0, 1] + [9] * 40 + [2, 2, 2])
+    data = b"".join(design.tuple.to_bytes(r) for r in frame.to_dict("records"))
+    without = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=2)
+    assert without.counters["dropped"] > 0  # key 2 finds no room
+    with_eviction = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=2, evict_after=30)
+    assert with_eviction.counters["dropped"] == 0
+    assert with_eviction.counters["evicted"] >= 1
+    assert [r["seq"] for r in with_eviction.records] == [44]  # a d c of key 2

@@ -7,7 +7,7 @@ Ports (SPEC §4; AXI-Stream naming):
   (layout in :func:`cepc.hw.layouts.record_layout` and the JSON sidecar);
 * ``spill_tdata``/``spill_tvalid``/``spill_tready``: tuples the partitioner
   could not place, for the host to handle (counted in ``dropped``);
-* ``tuples_in``, ``matches_out``, ``dropped``, ``malformed``: status counters.
+* ``tuples_in``, ``matches_out``, ``dropped``, ``malformed``, ``evicted``: status counters.
 
 Pipeline (one stage per line, all advancing together while ``en`` is high):
 
@@ -39,8 +39,10 @@ from .partition import PipelinePartitioner, SinglePartition
 OUTPUT_FIFO_DEPTH = 16
 
 
-def check_options(bus_width: int, partitions: int, partitioner: str) -> None:
+def check_options(bus_width: int, partitions: int, partitioner: str, evict_after: int | None = None) -> None:
     """Raise ValueError with a user-facing message for options the top cannot take."""
+    if evict_after is not None and evict_after < 1:
+        raise ValueError(f"--evict-after must be a positive number of cycles, not {evict_after!r}")
     if bus_width % 8 or not 8 <= bus_width <= 512:
         raise ValueError(f"bus width must be a multiple of 8 between 8 and 512, not {bus_width!r}")
     if partitions < 1:
@@ -63,8 +65,9 @@ def latency(design: DesignPlan, partitions: int) -> int:
 
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
-                 partitioner: str = "pipeline"):
-        check_options(bus_width, partitions, partitioner)
+                 partitioner: str = "pipeline", evict_after: int | None = None):
+        check_options(bus_width, partitions, partitioner, evict_after)
+        self.evict_after = evict_after
         if not design.queries:
             raise ValueError("the design has no query")
         self.design = design
@@ -80,7 +83,7 @@ class Top(wiring.Component):
             "m_tdata": Out(self.record_width), "m_tvalid": Out(1), "m_tready": In(1), "m_tlast": Out(1),
             "spill_tdata": Out(self.tuple_width), "spill_tvalid": Out(1), "spill_tready": In(1),
             "tuples_in": Out(COUNTER_WIDTH), "matches_out": Out(COUNTER_WIDTH),
-            "dropped": Out(COUNTER_WIDTH), "malformed": Out(COUNTER_WIDTH),
+            "dropped": Out(COUNTER_WIDTH), "malformed": Out(COUNTER_WIDTH), "evicted": Out(COUNTER_WIDTH),
         }
         super().__init__(ports)
 
@@ -147,6 +150,7 @@ class Top(wiring.Component):
         # --- per query: partitioner, NFA core, output FIFO ---------------------------------------
         fifos_ready = []
         drops = []
+        evictions = []
         slots = []
         outputs = []
         pred_base = 0
@@ -155,7 +159,7 @@ class Top(wiring.Component):
             core = NfaCore(q.nfa, n_preds, q.skip)
             if q.key_fields:
                 kw = key_width(tup, q)
-                part = PipelinePartitioner(depth, kw, q.nfa.n_states)
+                part = PipelinePartitioner(depth, kw, q.nfa.n_states, self.evict_after)
                 key = Cat(*(Value.cast(getattr(b_tuple, k)) for k in q.key_fields))
             else:
                 part = SinglePartition(depth, q.nfa.n_states)
@@ -164,6 +168,7 @@ class Top(wiring.Component):
             m.submodules[f"{q.name}_nfa"] = core
             m.d.comb += [part.en.eq(en), part.inject.eq(b_valid), part.key.eq(key)]
             slots.append(part.slot)
+            evictions.append(part.evicted)
             m.d.comb += [
                 core.state.eq(part.out_state),
                 core.preds.eq(t_preds[pred_base:pred_base + max(n_preds, 1)] if n_preds else 0),
@@ -197,6 +202,8 @@ class Top(wiring.Component):
             m.d.sync += self.dropped.eq(self.dropped + 1)
 
         m.d.comb += [en.eq(Cat(*fifos_ready, spill.w_rdy).all()), slot.eq(Cat(*slots).all())]
+        # several queries may evict in one cycle: add them all
+        m.d.sync += self.evicted.eq(self.evicted + sum(evictions[1:], evictions[0]))
 
         # --- output: round-robin over the queries' FIFOs ---------------------------------------------
         n = len(outputs)

@@ -381,11 +381,13 @@ def _check_query(q: ast.Query, stream: ast.Stream, typer: _Typer, error, warn) -
     if ref and ref[0] != stream.name:
         error(f"unknown stream {ref[0]!r}; this file declares stream {stream.name!r}", ref[1])
 
+    keys: set[str] = set()
     for name, span in zip(q.partition_by, q.clause_spans.get("partition_fields", [None] * len(q.partition_by))):
         if stream.field(name) is None:
             typer.field(ast.FieldRef(name, span))
-    if len(set(q.partition_by)) != len(q.partition_by):
-        error("PARTITION BY names a field twice", q.clause_spans.get("partition"))
+        elif name in keys:
+            error(f"PARTITION BY names the field {name} twice", span)
+        keys.add(name)
 
     if q.order_by:
         span = q.clause_spans.get("order_field")

@@ -12,7 +12,7 @@ import functools
 from importlib import resources
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..errors import Diagnostic, QueryError, Source, Span
@@ -26,6 +26,8 @@ _TYPE_ALIASES = {
 _AGGREGATES = {"COUNT", "FIRST", "LAST", "PREV", "MIN", "MAX", "SUM"}
 _MAX_WIDTH = 64
 _MAX_CHAR = 64
+# Nesting bound: the builder and every later stage walk the AST recursively.
+_MAX_DEPTH = 100
 
 # Readable names of terminals for "expected …" messages.
 _TERMINAL_NAMES = {
@@ -60,6 +62,10 @@ def parse(text: str, filename: str = "<query>") -> ast.QueryFile:
         tree = _parser().parse(text)
     except UnexpectedInput as e:
         raise QueryError(_syntax_diagnostic(e, source)) from None
+    deep = _too_deep(tree)
+    if deep is not None:
+        raise QueryError(Diagnostic("error", f"the query nests more than {_MAX_DEPTH} levels deep",
+                                    _meta_span(deep.meta), source))
     builder = _Builder(source)
     try:
         result = builder.transform(tree)
@@ -68,6 +74,21 @@ def parse(text: str, filename: str = "<query>") -> ast.QueryFile:
     if builder.errors:
         raise QueryError(builder.errors)
     return result
+
+
+def _too_deep(tree: Tree) -> Tree | None:
+    """The first subtree nested deeper than ``_MAX_DEPTH``, else None.
+
+    Each operator of a ``+``/``-``/``*`` chain counts as a level: the builder nests them.
+    """
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        depth += len(node.children) // 2 if node.data in ("sum", "product") else 1
+        if depth > _MAX_DEPTH:
+            return node
+        stack.extend((child, depth) for child in node.children if isinstance(child, Tree))
+    return None
 
 
 def _describe_expected(expected: set[str]) -> str:
@@ -100,15 +121,16 @@ def _syntax_diagnostic(e: UnexpectedInput, source: Source) -> Diagnostic:
         line, col = len(lines), len(lines[-1]) + 1
     if isinstance(e, UnexpectedCharacters):
         ch = source.text[e.pos_in_stream] if e.pos_in_stream < len(source.text) else ""
-        msg = f"unexpected character {ch!r}"
+        msg = "unterminated string literal" if ch == "'" else f"unexpected character {ch!r}"
         width = 1
     elif isinstance(e, UnexpectedToken):
         tok = e.token
         if tok.type == "$END":
+            # lark places the end token on the last token: point just past that one
             msg = "unexpected end of file"
             width = 1
-            lines = source.text.splitlines() or [""]
-            line, col = len(lines), len(lines[-1]) + 1
+            if tok.end_line is not None:
+                line, col = tok.end_line, tok.end_column
         else:
             msg = f"unexpected {str(tok)!r}"
             width = max(1, len(str(tok)))
@@ -172,9 +194,10 @@ class _Builder(Transformer):
                 self._error("CREATE STREAM must come before the queries", item.span)
                 break
         if not streams:
-            self._error("the file has no CREATE STREAM declaring the input stream", Span(1, 1, 1, 2))
+            self._error("the file has no CREATE STREAM declaring the input stream",
+                        queries[0].span if queries else Span(1, 1, 1, 2))
         if not queries:
-            self._error("the file has no query", Span(1, 1, 1, 2))
+            self._error("the file has no query", streams[0].span if streams else Span(1, 1, 1, 2))
         return ast.QueryFile(self.source, streams[0] if streams else None, tuple(queries))
 
     # --- CREATE STREAM --------------------------------------------------------
@@ -390,7 +413,8 @@ class _Builder(Transformer):
         return ast.Alt(tuple(items), _meta_span(meta))
 
     def anchor(self, meta, items):
-        self._error(f"the anchor {str(items[0])!r} is not supported: a match may start at any tuple",
+        where = "start" if str(items[0]) == "^" else "end"
+        self._error(f"the anchor {str(items[0])!r} is not supported: a match may {where} at any tuple",
                     _tok_span(items[0]))
         return ast.Empty(_tok_span(items[0]))
 

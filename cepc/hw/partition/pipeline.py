@@ -19,6 +19,14 @@ Two changes to the paper's algorithm (Fig. 7):
 
 Keys are injected every other cycle (so two swaps never touch one element);
 the whole chain advances only when ``en`` is high (global backpressure).
+
+Opt-in eviction (Woods §6.3): with ``evict_after`` each element carries a
+4-bit timer, set at allocation and counted down by a global tick; an element
+whose timer ran out is stale and counts as free, except that a key still drags
+its own stale element to the tail (so it is found, not duplicated). A stale
+element reaching the tail is reclaimed — reused or freed — and pulses
+``evicted`` once. This loses partial matches older than ``evict_after``
+cycles, so it is exact only for patterns that cannot span that long.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ from __future__ import annotations
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+
+TIMER_MAX = 15  # Woods' 4-bit timer: an element lives 15 ticks at most
 
 
 def _signature(key_width: int, state_width: int) -> dict:
@@ -36,7 +47,13 @@ def _signature(key_width: int, state_width: int) -> dict:
         "out_hit": Out(1), "out_free": Out(1),
         "next_state": In(state_width),
         "occupied": Out(range(1 << 20)),
+        "evicted": Out(1),
     }
+
+
+def tick_period(evict_after: int) -> int:
+    """Enabled cycles per timer tick so that an element lives at most ``evict_after`` cycles."""
+    return max(1, evict_after // TIMER_MAX)
 
 
 class PipelinePartitioner(wiring.Component):
@@ -52,10 +69,11 @@ class PipelinePartitioner(wiring.Component):
     placed: the caller counts it as dropped. Throughput: one key per two cycles.
     """
 
-    def __init__(self, depth: int, key_width: int, state_width: int):
+    def __init__(self, depth: int, key_width: int, state_width: int, evict_after: int | None = None):
         if depth < 1:
             raise ValueError(f"the partitioner needs at least one element, not {depth}")
         self._depth, self._kw, self._sw = depth, key_width, state_width
+        self._period = tick_period(evict_after) if evict_after else None
         super().__init__(_signature(key_width, state_width))
 
     def elaborate(self, platform):
@@ -69,23 +87,36 @@ class PipelinePartitioner(wiring.Component):
         slot = Signal(init=1)
         m.d.comb += self.slot.eq(slot)
 
+        # with eviction, an element whose timer ran out is stale: it counts as free
+        if self._period is not None:
+            timer = [Signal(range(TIMER_MAX + 1), name=f"e{i}_timer") for i in range(n)]
+            live = [assoc[i] & (timer[i] != 0) for i in range(n)]
+            ticks = Signal(range(self._period))
+            tick = Signal()
+            m.d.comb += tick.eq(ticks == self._period - 1)
+            with m.If(self.en):
+                m.d.sync += ticks.eq(Mux(tick, 0, ticks + 1))
+        else:
+            timer, live, tick = None, assoc, None
+
         # which stages swap their element with the next one
         swap = []
         for i in range(n - 1):
+            # the key's own element (live or stale) has priority over free ones
             here_x = assoc[i] & (ekey[i] == tk[i])
             next_x = assoc[i + 1] & (ekey[i + 1] == tk[i])
             s = Signal(name=f"swap{i}")
-            m.d.comb += s.eq(tv[i] & (here_x | (~assoc[i] & ~next_x)))
+            m.d.comb += s.eq(tv[i] & (here_x | (~live[i] & ~next_x)))
             swap.append(s)
 
         last = n - 1
         hit = Signal()
         m.d.comb += [
-            hit.eq(assoc[last] & (ekey[last] == tk[last])),
+            hit.eq(live[last] & (ekey[last] == tk[last])),
             self.out_valid.eq(tv[last]),
             self.out_key.eq(tk[last]),
             self.out_hit.eq(hit),
-            self.out_free.eq(~assoc[last]),
+            self.out_free.eq(~live[last]),
             self.out_state.eq(Mux(hit, estate[last], 0)),
         ]
         count = Signal(range(n + 1))
@@ -96,20 +127,21 @@ class PipelinePartitioner(wiring.Component):
             for i in range(n - 1):
                 m.d.sync += [tv[i + 1].eq(tv[i]), tk[i + 1].eq(tk[i])]
             for j in range(n):
-                def take(src):
-                    m.d.sync += [assoc[j].eq(assoc[src]), ekey[j].eq(ekey[src]), estate[j].eq(estate[src])]
-
-                if j >= 1 and j < n - 1:
-                    with m.If(swap[j - 1]):
-                        take(j - 1)
-                    with m.Elif(swap[j]):
-                        take(j + 1)
-                elif j >= 1:  # the tail
-                    with m.If(swap[j - 1]):
-                        take(j - 1)
-                elif j < n - 1:  # the head
-                    with m.If(swap[j]):
-                        take(j + 1)
+                # an element takes its neighbour's contents on a swap (at most one applies)
+                moves = []
+                if j >= 1:
+                    moves.append((swap[j - 1], j - 1))
+                if j < n - 1:
+                    moves.append((swap[j], j + 1))
+                used, key, state = assoc[j], ekey[j], estate[j]
+                age = timer[j] if timer else None
+                for cond, k in reversed(moves):
+                    used, key, state = Mux(cond, assoc[k], used), Mux(cond, ekey[k], key), Mux(cond, estate[k], state)
+                    if timer:
+                        age = Mux(cond, timer[k], age)
+                m.d.sync += [assoc[j].eq(used), ekey[j].eq(key), estate[j].eq(state)]
+                if timer:
+                    m.d.sync += timer[j].eq(Mux(tick & (age != 0), age - 1, age))
             # the tail stores the token's new state
             keep = self.next_state.any()
             with m.If(tv[last]):
@@ -117,9 +149,17 @@ class PipelinePartitioner(wiring.Component):
                     m.d.sync += [estate[last].eq(self.next_state), assoc[last].eq(keep)]
                     with m.If(~keep):
                         m.d.sync += count.eq(count - 1)
-                with m.Elif(~assoc[last] & keep):
+                with m.Elif(~live[last] & keep):
                     m.d.sync += [assoc[last].eq(1), ekey[last].eq(tk[last]), estate[last].eq(self.next_state)]
-                    m.d.sync += count.eq(count + 1)
+                    if timer:
+                        m.d.sync += timer[last].eq(TIMER_MAX)
+                    with m.If(~assoc[last]):
+                        m.d.sync += count.eq(count + 1)
+                with m.Elif(assoc[last] & ~live[last]):  # reclaim a stale element nobody needs now
+                    m.d.sync += [assoc[last].eq(0), count.eq(count - 1)]
+        # a stale element reaching the tail is reclaimed: its partition's state is lost, once
+        if timer:
+            m.d.comb += self.evicted.eq(self.en & tv[last] & assoc[last] & ~live[last])
         return m
 
 
@@ -141,7 +181,7 @@ class SinglePartition(wiring.Component):
         state = Signal(self._sw)
         m.d.comb += [
             self.slot.eq(1), self.out_valid.eq(tv[-1]), self.out_key.eq(0), self.out_hit.eq(1),
-            self.out_free.eq(0), self.out_state.eq(state), self.occupied.eq(state.any()),
+            self.out_free.eq(0), self.out_state.eq(state), self.occupied.eq(state.any()), self.evicted.eq(0),
         ]
         with m.If(self.en):
             m.d.sync += tv[0].eq(self.inject)
