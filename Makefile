@@ -2,7 +2,9 @@
 # Both set up first: a virtualenv in .venv with everything from PyPI, plus the
 # Debian tools cepc drives (graphviz for `cepc graph`, GHDL for VHDL simulation).
 
-PYTHON  ?= $(shell command -v python3.12 || command -v python3.11 || command -v python3)
+# The first interpreter that actually runs and is ≥ 3.11 (pyenv shims may exist but not run).
+PYTHON  ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
+             $$p -c 'import sys; assert sys.version_info >= (3, 11)' >/dev/null 2>&1 && { command -v $$p; break; }; done)
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.cepc-installed
@@ -20,6 +22,7 @@ JOBS    ?= auto
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: cepc needs Python 3.11 or newer (python3)" >&2; exit 1; }
 	@echo "== setting up $(VENV) with $(PYTHON)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
