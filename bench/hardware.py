@@ -15,13 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from foundation import pattern_query
-
 from cepc.emit import verilog
 from cepc.hw.top import Top, latency
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
 from cepc.nfa.lower import lower
+
+from foundation import pattern_query
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -9,7 +9,6 @@ small expression language over integers, each query's NFA as tables — built by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 # --- the tuple ---------------------------------------------------------------------
 
@@ -95,29 +94,29 @@ class PField:
 @dataclass(frozen=True)
 class PArith:
     op: str  # + - *
-    left: "PExpr"
-    right: "PExpr"
+    left: PExpr
+    right: PExpr
 
 
 @dataclass(frozen=True)
 class PNeg:
-    operand: "PExpr"
+    operand: PExpr
 
 
 @dataclass(frozen=True)
 class PCmp:
     op: str  # == != < <= > >=
-    left: "PExpr"
-    right: "PExpr"
+    left: PExpr
+    right: PExpr
 
 
 @dataclass(frozen=True)
 class PBool:
     op: str  # and or not
-    operands: tuple["PExpr", ...]
+    operands: tuple[PExpr, ...]
 
 
-PExpr = Union[PConst, PField, PArith, PNeg, PCmp, PBool]
+PExpr = PConst | PField | PArith | PNeg | PCmp | PBool
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import patterns as pt
 from cepc.hw.decoder import PredicateDecoder
 from cepc.hw.framing import Framer
 from cepc.hw.layouts import tuple_layout
@@ -22,6 +21,7 @@ from cepc.lang.parse import parse
 from cepc.nfa import evaluate
 from cepc.nfa.lower import lower
 
+import patterns as pt
 
 # a Framer whose constructor raises is never elaborated, on purpose
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
@@ -62,12 +62,13 @@ def frame_bytes(width: int, tb: int, packets: list[bytes], stall: float, ready: 
 
     async def sink(ctx):
         idle = 0
-        while not done or idle < 20:
+        while not done or idle < 40:  # 40 quiet cycles after the last beat and the last tuple
             idle = idle + 1 if done else 0
             ctx.set(f.tuples.ready, rng.random() < ready)
             _, _, v, p, r = await ctx.tick().sample(f.tuples.valid, f.tuples.payload, f.tuples.ready)
             if v and r:
                 out.append(p)
+                idle = 0
         done.append(ctx.get(f.malformed))
 
     run(f, source, sink)

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import hwsim
-import patterns as pt
 from cepc import events
+from cepc.hw.top import latency
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
-from cepc.hw.top import latency
 from cepc.nfa.lower import lower
-from pathlib import Path
+
+import hwsim
+import patterns as pt
 
 ROOT = Path(__file__).resolve().parent.parent
 

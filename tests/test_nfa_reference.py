@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import patterns as pt
 from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse
 from cepc.nfa import reference
+
+import patterns as pt
 
 
 def frame(letters: str, keys: list[int] | None = None, times: list[int] | None = None) -> pd.DataFrame:

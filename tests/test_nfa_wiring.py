@@ -7,11 +7,12 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import patterns as pt
 from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse
 from cepc.nfa import wiring
+
+import patterns as pt
 
 
 def nfa_of(pattern_text: str, defines: str = "A AS x = 1, B AS x = 2, C AS x = 3, D AS x = 4") -> wiring.Nfa:

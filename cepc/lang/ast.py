@@ -9,7 +9,6 @@ later stage sees a lark tree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from ..errors import Source, Span
 
@@ -88,7 +87,7 @@ class TimestampType:
         return 0, (1 << 64) - 1
 
 
-Type = Union[UIntType, IntType, CharType, EnumType, TimestampType]
+Type = UIntType | IntType | CharType | EnumType | TimestampType
 
 INTEGER_TYPES = (UIntType, IntType, TimestampType)
 
@@ -156,39 +155,39 @@ class Agg:
 
 @dataclass(frozen=True)
 class Neg:
-    operand: "Expr"
+    operand: Expr
     span: Span | None = _span()
 
 
 @dataclass(frozen=True)
 class Arith:
     op: str  # + - *
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
     span: Span | None = _span()
 
 
 @dataclass(frozen=True)
 class Compare:
     op: str  # = != < <= > >=   ('<>' is normalised to '!=')
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
     span: Span | None = _span()
 
 
 @dataclass(frozen=True)
 class Between:
-    operand: "Expr"
-    low: "Expr"
-    high: "Expr"
+    operand: Expr
+    low: Expr
+    high: Expr
     negated: bool = False
     span: Span | None = _span()
 
 
 @dataclass(frozen=True)
 class InList:
-    operand: "Expr"
-    items: tuple["Expr", ...]
+    operand: Expr
+    items: tuple[Expr, ...]
     negated: bool = False
     span: Span | None = _span()
 
@@ -196,17 +195,17 @@ class InList:
 @dataclass(frozen=True)
 class BoolOp:
     op: str  # AND OR
-    operands: tuple["Expr", ...]
+    operands: tuple[Expr, ...]
     span: Span | None = _span()
 
 
 @dataclass(frozen=True)
 class Not:
-    operand: "Expr"
+    operand: Expr
     span: Span | None = _span()
 
 
-Expr = Union[IntLit, StrLit, BoolLit, FieldRef, Agg, Neg, Arith, Compare, Between, InList, BoolOp, Not]
+Expr = IntLit | StrLit | BoolLit | FieldRef | Agg | Neg | Arith | Compare | Between | InList | BoolOp | Not
 
 
 def children(e: Expr) -> tuple[Expr, ...]:
@@ -263,13 +262,13 @@ class Empty:
 
 @dataclass(frozen=True)
 class Seq:
-    items: tuple["Pattern", ...]
+    items: tuple[Pattern, ...]
     span: Span | None = _span()
 
 
 @dataclass(frozen=True)
 class Alt:
-    items: tuple["Pattern", ...]
+    items: tuple[Pattern, ...]
     span: Span | None = _span()
 
 
@@ -277,13 +276,13 @@ class Alt:
 class Repeat:
     """``r*`` (0, None), ``r+`` (1, None), ``r?`` (0, 1), ``r{n}``, ``r{n,}``, ``r{n,m}``."""
 
-    child: "Pattern"
+    child: Pattern
     min: int
     max: int | None
     span: Span | None = _span()
 
 
-Pattern = Union[Var, AnyTuple, Empty, Seq, Alt, Repeat]
+Pattern = Var | AnyTuple | Empty | Seq | Alt | Repeat
 
 
 def pattern_vars(p: Pattern):

@@ -106,7 +106,8 @@ class _Typer:
         f = self.stream.field(ref.name)
         if f is None:
             names = [x.name for x in self.stream.fields]
-            near = difflib.get_close_matches(ref.name, names, n=1)
+            # identifiers are case-sensitive: a name differing only in case is the likeliest slip
+            near = [n for n in names if n.lower() == ref.name.lower()] or difflib.get_close_matches(ref.name, names, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             self.report(f"unknown field {ref.name!r} in stream {self.stream.name}{hint}", ref.span)
         return f

@@ -10,8 +10,21 @@ from __future__ import annotations
 from ..errors import Diagnostic, QueryError
 from ..lang import ast
 from ..lang.check import Checked
-from ..plan import (DesignPlan, FieldPlan, NfaPlan, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg,
-                    PredicatePlan, QueryPlan, TuplePlan)
+from ..plan import (
+    DesignPlan,
+    FieldPlan,
+    NfaPlan,
+    PArith,
+    PBool,
+    PCmp,
+    PConst,
+    PExpr,
+    PField,
+    PNeg,
+    PredicatePlan,
+    QueryPlan,
+    TuplePlan,
+)
 from . import wiring
 
 

@@ -35,7 +35,6 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-
 TIMER_MAX = 15  # Woods' 4-bit timer: an element lives 15 ticks at most
 
 
