@@ -17,8 +17,9 @@ class Source:
     text: str
 
     def line(self, number: int) -> str:
-        lines = self.text.splitlines()
-        return lines[number - 1] if 0 < number <= len(lines) else ""
+        # lines as lark counts them: split at '\n' only (not at form feeds or U+2028), CRLF tolerated
+        lines = self.text.split("\n")
+        return lines[number - 1].removesuffix("\r") if 0 < number <= len(lines) else ""
 
 
 @dataclass(frozen=True)

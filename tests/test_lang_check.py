@@ -18,7 +18,7 @@ import pytest
 from cepc.cli import main
 from cepc.errors import QueryError
 from cepc.lang.check import check
-from cepc.lang.parse import parse_file
+from cepc.lang.parse import parse, parse_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "errors"
 HEAD = re.compile(r"^(?P<file>.*):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning): ")
@@ -120,3 +120,26 @@ def test_cli_check_prints_warnings_and_succeeds(path: Path, capsys):
     fixture = Fixture.read(path)
     assert main(["check", str(path)]) == 0
     assert_diagnostics_match(capsys.readouterr().err, fixture.warnings)
+
+
+def test_crlf_line_endings():
+    text = "CREATE STREAM s (x UINT8);\r\nPATTERN ( A )\r\nDEFINE A AS y = 1;\r\n"
+    with pytest.raises(QueryError) as info:
+        check(parse(text, "crlf.sql"))
+    assert info.value.format().split("\n") == [
+        "crlf.sql:3:13: error: unknown field 'y' in stream s",
+        "  DEFINE A AS y = 1;",
+        "              ^",
+    ]
+
+
+@pytest.mark.parametrize("odd", ["\f\n", "\r", "-- \u2028\n"], ids=["form feed", "lone CR", "line separator"])
+def test_quoted_line_is_the_reported_line(odd: str):
+    # lark ends a line at \n only: DEFINE is on line 2 after a lone \r, else on line 3
+    text = f"CREATE STREAM s (x UINT8); {odd}PATTERN ( A )\nDEFINE A AS y = 1;\n"
+    line = 1 + text.count("\n", 0, text.index("DEFINE"))
+    with pytest.raises(QueryError) as info:
+        check(parse(text, "odd.sql"))
+    head, quoted, _ = info.value.format().split("\n")
+    assert head.startswith(f"odd.sql:{line}:13: error: unknown field 'y'")
+    assert quoted == "  DEFINE A AS y = 1;"
