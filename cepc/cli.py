@@ -24,6 +24,10 @@ def _load(path: str):
     return checked
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 # --- subcommands -----------------------------------------------------------------------
 
 
@@ -34,8 +38,9 @@ def cmd_check(args) -> int:
     checked = _load(args.query)
     s = checked.stream
     bits = s.width
-    print(f"{args.query}: stream {s.name}: {len(s.fields)} fields, {bits} bits per tuple "
-          f"({(bits + 7) // 8} bytes on the wire)")
+    nbytes = (bits + 7) // 8
+    print(f"{args.query}: stream {s.name}: {_plural(len(s.fields), 'field')}, {_plural(bits, 'bit')} per tuple "
+          f"({_plural(nbytes, 'byte')} on the wire)")
     for f in s.fields:
         print(f"  {f.name:<16} {str(f.type):<24} {f.type.width:>3} bits")
     for q in checked.queries:

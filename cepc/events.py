@@ -120,9 +120,13 @@ def _convert(col: pd.Series, f: ast.FieldDef, path: Path, kind: str) -> pd.Serie
 
 
 def check_order(frame: pd.DataFrame, checked: Checked, path: str | Path, seqs: np.ndarray | None = None) -> None:
-    """SPEC §3.1: each query's time field must not decrease within a partition."""
+    """SPEC §3.1: each query's time field must not decrease within a partition.
+
+    Names the first row, in arrival order, that breaks it for any query.
+    """
     if seqs is None:
         seqs = np.arange(len(frame))
+    worst = None  # (row, previous row of its partition, query)
     for q in checked.queries:
         if q.order_by is None or len(frame) < 2:
             continue
@@ -134,16 +138,22 @@ def check_order(frame: pd.DataFrame, checked: Checked, path: str | Path, seqs: n
         time = frame[q.order_by].to_numpy()
         order = np.lexsort((np.arange(len(frame)), group))
         g, t = group[order], time[order]
-        same = g[1:] == g[:-1]
-        back = same & (t[1:] < t[:-1])
+        back = (g[1:] == g[:-1]) & (t[1:] < t[:-1])
         if back.any():
-            i = int(np.flatnonzero(back)[0])
+            hits = np.flatnonzero(back)
+            i = hits[np.argmin(order[hits + 1])]  # the earliest offending row of this query
             row, prev = int(order[i + 1]), int(order[i])
-            where = f"{path}:{row + 2}" if str(path).lower().endswith(".csv") else f"{path}: row {row}"
-            key = ", ".join(f"{k}={frame[k].iloc[row]}" for k in keys) or "the stream"
-            raise EventsError(f"{where}: {q.order_by} {t[i + 1]} is earlier than {t[i]} at seq {int(seqs[prev])} "
-                              f"in partition {key}; query {q.name} needs non-decreasing {q.order_by} "
-                              f"(cepc never reorders)")
+            if worst is None or row < worst[0]:
+                worst = (row, prev, q)
+    if worst is None:
+        return
+    row, prev, q = worst
+    keys = list(q.partition_by)
+    where = f"{path}:{row + 2}" if str(path).lower().endswith(".csv") else f"{path}: row {row}"
+    part = "partition " + ", ".join(f"{k}={frame[k].iloc[row]}" for k in keys) if keys else "the stream"
+    t, t_prev = frame[q.order_by].iloc[row], frame[q.order_by].iloc[prev]
+    raise EventsError(f"{where}: {q.order_by} {t} is earlier than {t_prev} at seq {int(seqs[prev])} in {part}; "
+                      f"query {q.name} needs non-decreasing {q.order_by} (cepc never reorders)")
 
 
 def match_columns(checked: Checked) -> tuple[list[str], list[str]]:

@@ -6,7 +6,7 @@ picked from a pool of random candidate tuples that satisfy the predicate of the
 position it steps to. Candidates mix uniform values with the literals the
 predicates mention (and their neighbours), so narrow predicates are hit too.
 A share of the tuples (``noise``) is drawn without regard to any pattern.
-The time field increases by 1–10 ticks per tuple; partition keys are drawn
+Each query's time field increases by 1–10 ticks per tuple; partition keys are drawn
 uniformly or, with ``skew`` > 0, from a Zipf-like law.
 """
 
@@ -134,9 +134,11 @@ def generate(checked: Checked, n: int, keys: int, seed: int, skew: float = 0.0, 
     out = pool.iloc[choice].reset_index(drop=True)
     for f in key_fields:
         out[f.name] = key_values[f.name][key_ids]
-    tf = next((time_field(stream, q) for q in checked.queries if time_field(stream, q)), None)
-    if tf is not None:
-        out[tf] = np.cumsum(rng.integers(1, 11, n)).astype(np.int64)
+    # every query's time field increases (queries may order by different fields)
+    for tf in dict.fromkeys(time_field(stream, q) for q in checked.queries if time_field(stream, q)):
+        lo, hi = stream.field(tf).type.range
+        ticks = np.cumsum(rng.integers(1, 11, n), dtype=np.int64) + max(lo, 0)
+        out[tf] = np.minimum(ticks, hi) if hi < (1 << 63) else ticks
     return out[[f.name for f in stream.fields]]
 
 

@@ -81,6 +81,13 @@ def test_bad_events_name_row_and_column(tmp_path, capsys, rows, message):
     assert not (tmp_path / "m.csv").exists()
 
 
+def test_order_error_names_the_first_bad_row_in_arrival_order(tmp_path, capsys):
+    ev = tmp_path / "e.csv"
+    ev.write_text("time,checkpoint,runner,speed\n5,Queens,1,2\n5,Queens,2,2\n4,Queens,2,2\n3,Queens,1,2\n")
+    assert main(["match", str(MARATHON), "--events", str(ev), "-o", str(tmp_path / "m.csv")]) == 1
+    assert f"{ev}:4: time 4 is earlier than 5 at seq 1 in partition runner=2" in capsys.readouterr().err
+
+
 def test_time_may_interleave_across_partitions(tmp_path):
     # only each partition's own order matters (SPEC §3.1)
     ev = tmp_path / "e.csv"
@@ -157,3 +164,22 @@ def test_version_and_help(capsys):
         main(["--version"])
     assert e.value.code == 0
     assert capsys.readouterr().out.startswith("cepc ")
+
+
+def test_gen_orders_every_queries_time_field(tmp_path):
+    q = tmp_path / "q.sql"
+    q.write_text("""CREATE STREAM s (t TIMESTAMP, n UINT32, k UINT8, v UINT8);
+        NAME a PARTITION BY k ORDER BY n PATTERN (A B) DEFINE A AS v = 1, B AS v = 2;
+        NAME b PARTITION BY k WITHIN 50 PATTERN (A B) DEFINE A AS v = 1, B AS v = 3;""")
+    ev, out = tmp_path / "e.csv", tmp_path / "m.csv"
+    assert main(["gen", str(q), "-n", "500", "--keys", "5", "-o", str(ev)]) == 0
+    df = pd.read_csv(ev)
+    assert df["t"].is_monotonic_increasing and df["n"].is_monotonic_increasing
+    assert main(["match", str(q), "--events", str(ev), "-o", str(out)]) == 0
+
+
+def test_check_summary_singular(tmp_path, capsys):
+    q = tmp_path / "q.sql"
+    q.write_text("CREATE STREAM s (f BOOL); PATTERN (A) DEFINE A AS f;")
+    assert main(["check", str(q)]) == 0
+    assert "stream s: 1 field, 1 bit per tuple (1 byte on the wire)" in capsys.readouterr().out

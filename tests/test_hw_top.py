@@ -158,3 +158,11 @@ def test_eviction_frees_idle_partitions_so_new_keys_fit():
     assert with_eviction.counters["dropped"] == 0
     assert with_eviction.counters["evicted"] >= 1
     assert [r["seq"] for r in with_eviction.records] == [44]  # a d c of key 2
+
+
+@pytest.mark.parametrize("condition", ["NOT TRUE", "NOT FALSE", "x = 1 AND NOT FALSE", "x = 1 OR NOT TRUE",
+                                       "NOT (TRUE AND TRUE)", "f = TRUE", "NOT f", "f"])
+def test_boolean_literals_and_fields_match_the_reference(condition):
+    checked = check(parse(f"CREATE STREAM s (x UINT8, f BOOL); AFTER MATCH CONTINUE PATTERN (A) DEFINE A AS {condition};"))
+    frame = pd.DataFrame({"x": np.array([1, 2, 1], dtype=np.int64), "f": np.array([1, 0, 0], dtype=np.int64)})
+    hwsim.run_and_compare(checked, frame, bus_width=8, partitions=1)

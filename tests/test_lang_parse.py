@@ -406,3 +406,11 @@ def define_of(text: str) -> ast.Expr:
 @pytest.mark.parametrize("text", PREDICATES)
 def test_predicate(text: str):
     assert define_of(text) == PREDICATES[text]
+
+
+
+def test_running_and_final_measures_are_the_last_row_value():
+    base = "CREATE STREAM s (t TIMESTAMP, x UINT8); MEASURES {m} PATTERN (A B) DEFINE A AS x = 1, B AS x = 2;"
+    plain = check(parse(base.format(m="LAST(x) AS lx, COUNT(*) AS n"))).queries
+    moded = check(parse(base.format(m="FINAL LAST(x) AS lx, RUNNING COUNT(*) AS n"))).queries
+    assert plain == moded

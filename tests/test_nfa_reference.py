@@ -154,3 +154,14 @@ def test_glushkov_positions_of_counted_repetition():
     assert pos.first == 0b0001
     assert pos.last == 0b1110
     assert pos.follow == [0b0010, 0b0100, 0b1000, 0]
+
+
+@pytest.mark.parametrize("condition, rows", [
+    ("NOT TRUE", []), ("NOT FALSE", [0, 1, 2]), ("x = 1 AND NOT FALSE", [0, 2]),
+    ("x = 1 OR NOT TRUE", [0, 2]), ("NOT (TRUE AND TRUE)", []), ("f = TRUE", [0]), ("NOT f", [1, 2]),
+    ("TRUE", [0, 1, 2]),
+])
+def test_boolean_literals_and_fields(condition, rows):
+    q = f"CREATE STREAM s (x UINT8, f BOOL); AFTER MATCH CONTINUE PATTERN (A) DEFINE A AS {condition};"
+    df = pd.DataFrame({"x": np.array([1, 2, 1], dtype=np.int64), "f": np.array([1, 0, 0], dtype=np.int64)})
+    assert [m.row for m in run(q, df)] == rows

@@ -236,9 +236,6 @@ class _Builder(Transformer):
             if not 1 <= n <= _MAX_WIDTH:
                 self._error(f"{name} width must be between 1 and {_MAX_WIDTH}, not {n}", _tok_span(args[0]))
                 return fallback
-            if name == "INT" and n == 1:
-                self._error("INT(1) has no room for a sign; use UINT(1) or BOOL", _tok_span(args[0]))
-                return fallback
             return ast.UIntType(n) if name == "UINT" else ast.IntType(n)
         if name == "ENUM":
             if not args or any(a.type != "STRING" for a in args):
@@ -300,8 +297,17 @@ class _Builder(Transformer):
         return ("measures", tuple(items), _meta_span(meta))
 
     def measure(self, meta, items):
-        expr, alias = items
+        # RUNNING and FINAL agree at a match's last row, where ONE ROW PER MATCH evaluates measures
+        expr, alias = items[-2], items[-1]
         return ast.Measure(expr, _ident(alias), _tok_span(alias))
+
+    def measure_mode(self, meta, items):
+        return None
+
+    def within_interval(self, meta, items):
+        self._error("WITHIN INTERVAL is not supported; WITHIN takes a number of ticks of the time field, "
+                    "as in WITHIN 500", _meta_span(meta))
+        return ("within", 0, _meta_span(meta))
 
     def pattern_clause(self, meta, items):
         pattern = items[0] if items else ast.Empty(_meta_span(meta))
@@ -445,8 +451,8 @@ class _Builder(Transformer):
         return (0, _int(items[0]))
 
     def reluctant(self, meta, items):
-        self._error("reluctant quantifiers are not supported: cepc reports every match as soon as it ends "
-                    "(SPEC §3.2), so drop the trailing '?'", _tok_span(items[0]))
+        self._error("reluctant quantifiers are not supported: cepc reports every match as soon as it ends, "
+                    "so drop the trailing '?'", _tok_span(items[0]))
         return None
 
     def possessive(self, meta, items):

@@ -120,12 +120,13 @@ def vector(e: ast.Expr, stream: ast.Stream) -> Callable[[Mapping[str, np.ndarray
         raise TypeError(f"cannot vectorise {type(e).__name__}")
 
     def as_bool(e: ast.Expr):
+        """A closure producing a bool array (never a Python bool: ``~True`` is -2)."""
         if isinstance(e, ast.FieldRef):  # a BOOL field used as a condition
             name = e.name
             return lambda cols: np.asarray(cols[name]).astype(bool)
         if isinstance(e, ast.BoolLit):
             v = e.value
-            return lambda cols: v
+            return lambda cols: np.full(_rows(cols), v, dtype=bool)
         return comp(e)
 
     def compare(op, left, right):
@@ -143,11 +144,14 @@ def vector(e: ast.Expr, stream: ast.Stream) -> Callable[[Mapping[str, np.ndarray
     fn = as_bool(e) if types.is_bool(e) else comp(e)
 
     def run(cols: Mapping[str, np.ndarray]) -> np.ndarray:
-        n = len(next(iter(cols.values())))
         out = fn(cols)
-        return np.broadcast_to(np.asarray(out), (n,)) if np.ndim(out) == 0 else out
+        return np.broadcast_to(np.asarray(out), (_rows(cols),)) if np.ndim(out) == 0 else out
 
     return run
+
+
+def _rows(cols: Mapping[str, np.ndarray]) -> int:
+    return len(next(iter(cols.values())))
 
 
 def scalar(e: ast.Expr, measure: bool = False) -> Callable[[Mapping[str, object], Mapping[AggKey, object]], object]:
