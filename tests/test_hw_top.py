@@ -166,3 +166,15 @@ def test_boolean_literals_and_fields_match_the_reference(condition):
     checked = check(parse(f"CREATE STREAM s (x UINT8, f BOOL); AFTER MATCH CONTINUE PATTERN (A) DEFINE A AS {condition};"))
     frame = pd.DataFrame({"x": np.array([1, 2, 1], dtype=np.int64), "f": np.array([1, 0, 0], dtype=np.int64)})
     hwsim.run_and_compare(checked, frame, bus_width=8, partitions=1)
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_heavy_backpressure_fills_the_fifos_without_losing_a_record(keyed):
+    # almost every tuple matches and the sink takes one record in ten cycles: the output
+    # FIFOs fill up and the registered stall must hold the pipeline in time
+    text = pt.schema() + ("PARTITION BY k " if keyed else "") + "AFTER MATCH CONTINUE PATTERN (P1) DEFINE " \
+        + pt.defines() + ";"
+    checked = check(parse(text))
+    frame = keyed_frame("ab" * 60, [i % 3 for i in range(120)])
+    result = hwsim.run_and_compare(checked, frame, bus_width=64, partitions=3, backpressure=0.9, seed=3)
+    assert len(result.records) == 120

@@ -13,7 +13,8 @@ class DelayLine(wiring.Component):
     Used to carry a tuple's payload (tuple, predicate vector, seq) beside its key
     while the key travels through the partitioner (Woods et al. Fig. 2). Valid
     bits live in flip-flops, so a reset flushes the line; payloads of more than
-    four stages live in a ring buffer of ``depth`` words (one BRAM read port).
+    four stages live in a ring buffer of ``depth - 1`` words (one BRAM read
+    port) followed by an output register.
     """
 
     def __init__(self, width: int, depth: int):
@@ -40,20 +41,22 @@ class DelayLine(wiring.Component):
                     m.d.sync += stages[i + 1].eq(stages[i])
             m.d.comb += self.o_data.eq(stages[-1])
             return m
-        m.submodules.ring = ring = memory.Memory(shape=self._width, depth=n, init=[])
+        # a ring of n - 1 words plus an output register: block RAM's slow clock-to-out
+        # (5.6 ns on ECP5) ends in a flip-flop instead of the logic after the line
+        ring_depth = n - 1
+        m.submodules.ring = ring = memory.Memory(shape=self._width, depth=ring_depth, init=[])
         wr = ring.write_port()
         rd = ring.read_port()
-        ptr = Signal(range(n))
-        nxt = Signal(range(n))
-        m.d.comb += nxt.eq(ptr + 1 if (n & (n - 1)) == 0 else 0)
-        if n & (n - 1):
-            with m.If(ptr != n - 1):
-                m.d.comb += nxt.eq(ptr + 1)
-        # written at ptr now, read back when ptr comes round again: n cycles later
+        ptr = Signal(range(ring_depth))
+        nxt = Signal(range(ring_depth))
+        with m.If(ptr != ring_depth - 1):
+            m.d.comb += nxt.eq(ptr + 1)
+        out = Signal(self._width)
+        # written at ptr now, read back when ptr comes round again (n - 1 cycles), then registered
         m.d.comb += [
             wr.addr.eq(ptr), wr.data.eq(self.i_data), wr.en.eq(self.en),
-            rd.addr.eq(nxt), rd.en.eq(self.en), self.o_data.eq(rd.data),
+            rd.addr.eq(nxt), rd.en.eq(self.en), self.o_data.eq(out),
         ]
         with m.If(self.en):
-            m.d.sync += ptr.eq(nxt)
+            m.d.sync += [ptr.eq(nxt), out.eq(rd.data)]
         return m

@@ -15,10 +15,12 @@ Pipeline (one stage per line, all advancing together while ``en`` is high):
 2. tuple register, ``seq`` assigned;
 3. predicate vector register (decoder output), key injected into each query's partitioner;
 4. … ``depth`` cycles in the partitioner, payload in a delay line beside it …
-5. NFA core on the tail element; record into the query's output FIFO.
+5. NFA core on the tail element; the record is registered;
+6. … and written into the query's output FIFO.
 
-``en`` drops when any output FIFO is full, which freezes the whole pipeline:
-backpressure on ``m_tready`` or ``spill_tready`` never loses a tuple.
+``en`` (a register) drops when any output FIFO is nearly full, which freezes
+the whole pipeline: backpressure on ``m_tready`` or ``spill_tready`` never
+loses a tuple.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from .nfa_core import NfaCore
 from .partition import PipelinePartitioner, SinglePartition
 
 OUTPUT_FIFO_DEPTH = 16
+# Writes that can still reach a FIFO after its level is seen: the record register, the NFA
+# stage that `en` (registered) let through, and one more for the level's own register.
+STALL_MARGIN = 3
 
 
 def check_options(bus_width: int, partitions: int, partitioner: str, evict_after: int | None = None) -> None:
@@ -59,8 +64,8 @@ def pipelined(design: DesignPlan) -> bool:
 def latency(design: DesignPlan, partitions: int) -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth
-    (``partitions``, or 1 without PARTITION BY), output FIFO 2, arbiter 1."""
-    return 6 + (partitions if pipelined(design) else 1)
+    (``partitions``, or 1 without PARTITION BY), record register 1, output FIFO 2, arbiter 1."""
+    return 7 + (partitions if pipelined(design) else 1)
 
 
 class Top(wiring.Component):
@@ -110,7 +115,7 @@ class Top(wiring.Component):
             framer.valid.eq(self.s_tvalid), self.s_tready.eq(framer.ready), self.malformed.eq(framer.malformed),
         ]
 
-        en = Signal()
+        en = Signal(init=1)  # the FIFOs are empty after reset
         slot = Signal()
         accept = Signal()
         m.d.comb += [framer.tuples.ready.eq(en & slot), accept.eq(framer.tuples.valid & framer.tuples.ready)]
@@ -147,8 +152,8 @@ class Top(wiring.Component):
         t_preds = payload.o_data[self.tuple_width:self.tuple_width + len(b_preds)]
         t_seq = payload.o_data[self.tuple_width + len(b_preds):]
 
-        # --- per query: partitioner, NFA core, output FIFO ---------------------------------------
-        fifos_ready = []
+        # --- per query: partitioner, NFA core, then a register stage into the output FIFO ---------
+        levels = []  # fill levels of every output FIFO, for the stall logic
         drops = []
         evictions = []
         slots = []
@@ -179,29 +184,41 @@ class Top(wiring.Component):
             m.d.comb += drop.eq(part.out_valid & ~part.out_hit & ~part.out_free & core.next.any())
             drops.append(drop)
 
+            # stage 5: the record is registered, then written into the FIFO the next cycle
+            record = Signal(self.record_layout, name=f"{q.name}_record")
+            record_valid = Signal(name=f"{q.name}_record_valid")
+            m.d.sync += record_valid.eq(en & part.out_valid & core.match & ~drop)
+            with m.If(en):
+                m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
             fifo = SyncFIFOBuffered(width=self.record_layout.size, depth=OUTPUT_FIFO_DEPTH)
             m.submodules[f"{q.name}_matches"] = fifo
-            record = Signal(self.record_layout, name=f"{q.name}_record")
-            m.d.comb += [
-                record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index),
-                fifo.w_data.eq(record), fifo.w_en.eq(en & part.out_valid & core.match & ~drop),
-            ]
-            fifos_ready.append(fifo.w_rdy)
+            m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(record_valid)]
+            levels.append(fifo.w_level)
             outputs.append(fifo)
 
         # --- spill stream: tuples some query could not place ------------------------------------
         spill = SyncFIFOBuffered(width=self.tuple_width, depth=OUTPUT_FIFO_DEPTH)
         m.submodules.spill = spill
-        any_drop = Signal()
+        spill_valid = Signal()
+        spill_data = Signal(self.tuple_width)
+        dropping = Signal()
+        m.d.comb += dropping.eq(en & payload.o_valid & Cat(*drops).any())
+        m.d.sync += spill_valid.eq(dropping)
+        with m.If(en):
+            m.d.sync += spill_data.eq(t_raw)
         m.d.comb += [
-            any_drop.eq(Cat(*drops).any()),
-            spill.w_data.eq(t_raw), spill.w_en.eq(en & payload.o_valid & any_drop),
+            spill.w_data.eq(spill_data), spill.w_en.eq(spill_valid),
             self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy), spill.r_en.eq(self.spill_tready),
         ]
-        with m.If(en & payload.o_valid & any_drop):
+        levels.append(spill.w_level)
+        with m.If(dropping):
             m.d.sync += self.dropped.eq(self.dropped + 1)
 
-        m.d.comb += [en.eq(Cat(*fifos_ready, spill.w_rdy).all()), slot.eq(Cat(*slots).all())]
+        # The pipeline advances while every FIFO has room. `en` is a register (it fans out to every
+        # stage), so it lags the fill levels by a cycle: keep room for the writes still in flight.
+        room = Cat(*(level <= OUTPUT_FIFO_DEPTH - STALL_MARGIN for level in levels)).all()
+        m.d.sync += en.eq(room)
+        m.d.comb += slot.eq(Cat(*slots).all())
         # several queries may evict in one cycle: add them all
         m.d.sync += self.evicted.eq(self.evicted + sum(evictions[1:], evictions[0]))
 
