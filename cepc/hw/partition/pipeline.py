@@ -100,18 +100,31 @@ class PipelinePartitioner(wiring.Component):
 
         # which stages swap their element with the next one
         swap = []
+        here, ahead = [], []
         for i in range(n - 1):
             # the key's own element (live or stale) has priority over free ones
-            here_x = assoc[i] & (ekey[i] == tk[i])
-            next_x = assoc[i + 1] & (ekey[i + 1] == tk[i])
+            here_x = Signal(name=f"own{i}")
+            next_x = Signal(name=f"own_next{i}")
+            m.d.comb += [here_x.eq(assoc[i] & (ekey[i] == tk[i])), next_x.eq(assoc[i + 1] & (ekey[i + 1] == tk[i]))]
             s = Signal(name=f"swap{i}")
             m.d.comb += s.eq(tv[i] & (here_x | (~live[i] & ~next_x)))
             swap.append(s)
+            here.append(here_x)
+            ahead.append(next_x)
 
         last = n - 1
+        # Whether the tail element is the key's own is known one stage early: tokens are two
+        # stages apart, so nothing else touches the tail while a token waits before it. The key
+        # comparison thus leaves the tail's read-modify-write path.
+        own_tail = Signal()
+        if n >= 2:
+            with m.If(self.en):
+                m.d.sync += own_tail.eq(Mux(swap[last - 1], here[last - 1], ahead[last - 1]))
+        else:
+            m.d.comb += own_tail.eq(assoc[last] & (ekey[last] == tk[last]))
         hit = Signal()
         m.d.comb += [
-            hit.eq(live[last] & (ekey[last] == tk[last])),
+            hit.eq(live[last] & own_tail),
             self.out_valid.eq(tv[last]),
             self.out_key.eq(tk[last]),
             self.out_hit.eq(hit),
