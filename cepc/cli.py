@@ -138,6 +138,18 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def cmd_golden(args) -> int:
+    from .golden import spark
+
+    checked = _load(args.query)
+    print(f"starting Spark ({args.master}) …", file=sys.stderr)
+    stats = spark.golden(checked, args.events, args.output, master=args.master)
+    rate = stats.events / stats.seconds if stats.seconds else float("inf")
+    print(f"{stats.events} events, {stats.matches} matches → {args.output} "
+          f"(Spark {stats.seconds:.1f} s, {rate:,.0f} events/s)", file=sys.stderr)
+    return 0
+
+
 def cmd_gen(args) -> int:
     from . import gen
 
@@ -190,6 +202,15 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: never; loses partial matches older than that)")
     c.add_argument("--top", metavar="NAME", default="cepc_top", help="name of the top module (default: cepc_top)")
     c.set_defaults(func=cmd_compile)
+
+    c = sub.add_parser("golden", help="compute the golden match file on Spark")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.add_argument("--events", metavar="E", required=True,
+                   help="events: a .csv or .parquet file, or a directory of them (taken in name order)")
+    c.add_argument("-o", "--output", metavar="FILE", required=True, help="match file to write (.csv)")
+    c.add_argument("--master", metavar="URL", default="local[*]",
+                   help="Spark master (default: local[*], embedded; spark://host:7077 for a cluster)")
+    c.set_defaults(func=cmd_golden)
 
     c = sub.add_parser("gen", help="generate synthetic events whose values make the patterns match")
     c.add_argument("query", metavar="Q.sql", help="query file")

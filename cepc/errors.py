@@ -76,7 +76,14 @@ class QueryError(CepcError):
 
 
 class EventsError(CepcError):
-    """A malformed events file: names the file, row and column."""
+    """A malformed events file: names the file, row and column.
+
+    ``row`` is the 0-based arrival index of the offending row, when there is one.
+    """
+
+    def __init__(self, message: str, row: int | None = None):
+        super().__init__(message)
+        self.row = row
 
 
 class UsageError(CepcError):

@@ -23,7 +23,7 @@ from .lang import ast
 from .lang.check import Checked
 
 
-def _kind(path: Path) -> str:
+def kind_of(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         return "parquet"
@@ -32,7 +32,7 @@ def _kind(path: Path) -> str:
     raise EventsError(f"{path}: unknown events format {suffix!r}; use .csv or .parquet")
 
 
-def _where(path: Path, kind: str, row: int) -> str:
+def where(path: Path, kind: str, row: int) -> str:
     # CSV: the header is line 1, so data row i is line i + 2
     return f"{path}:{row + 2}" if kind == "csv" else f"{path}: row {row}"
 
@@ -40,7 +40,7 @@ def _where(path: Path, kind: str, row: int) -> str:
 def load_events(path: str | Path, stream: ast.Stream) -> pd.DataFrame:
     """Read and validate an events file; columns come back in schema order with canonical types."""
     path = Path(path)
-    kind = _kind(path)
+    kind = kind_of(path)
     try:
         if kind == "csv":
             raw = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
@@ -54,9 +54,20 @@ def load_events(path: str | Path, stream: ast.Stream) -> pd.DataFrame:
     if missing:
         raise EventsError(f"{path}: missing column(s) {', '.join(missing)}; stream {stream.name} has fields "
                           + ", ".join(f.name for f in stream.fields))
-    out = {}
+    return convert_frame(raw, stream, path, kind)
+
+
+def convert_frame(raw: pd.DataFrame, stream: ast.Stream, path: Path, kind: str,
+                  rows: np.ndarray | None = None) -> pd.DataFrame:
+    """Every field of ``raw`` converted; the error, if any, names the earliest bad row over all columns."""
+    out, errors = {}, []
     for f in stream.fields:
-        out[f.name] = _convert(raw[f.name], f, path, kind)
+        try:
+            out[f.name] = convert_column(raw[f.name].reset_index(drop=True), f, path, kind, rows)
+        except EventsError as e:
+            errors.append(e)
+    if errors:
+        raise min(errors, key=lambda e: e.row if e.row is not None else -1)
     return pd.DataFrame(out)
 
 
@@ -64,12 +75,18 @@ def _first_bad(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def _convert(col: pd.Series, f: ast.FieldDef, path: Path, kind: str) -> pd.Series:
+def convert_column(col: pd.Series, f: ast.FieldDef, path: Path, kind: str,
+                   rows: np.ndarray | None = None) -> pd.Series:
+    """One column of an events file → canonical values, or an :class:`EventsError` naming the first bad row.
+
+    ``rows`` gives each value's arrival index when ``col`` is a slice of the file (default: 0, 1, …).
+    """
     t = f.type
 
-    def fail(row: int, why: str):
-        value = col.iloc[row]
-        raise EventsError(f"{_where(path, kind, row)}: column {f.name}: {value!r} {why}")
+    def fail(i: int, why: str):
+        value = col.iloc[i]
+        row = int(rows[i]) if rows is not None else i
+        raise EventsError(f"{where(path, kind, row)}: column {f.name}: {value!r} {why}", row)
 
     if isinstance(t, ast.EnumType):
         values = col.astype(str)
@@ -149,11 +166,11 @@ def check_order(frame: pd.DataFrame, checked: Checked, path: str | Path, seqs: n
         return
     row, prev, q = worst
     keys = list(q.partition_by)
-    where = f"{path}:{row + 2}" if str(path).lower().endswith(".csv") else f"{path}: row {row}"
+    place = where(Path(path), kind_of(Path(path)), row)
     part = "partition " + ", ".join(f"{k}={frame[k].iloc[row]}" for k in keys) if keys else "the stream"
     t, t_prev = frame[q.order_by].iloc[row], frame[q.order_by].iloc[prev]
-    raise EventsError(f"{where}: {q.order_by} {t} is earlier than {t_prev} at seq {int(seqs[prev])} in {part}; "
-                      f"query {q.name} needs non-decreasing {q.order_by} (cepc never reorders)")
+    raise EventsError(f"{place}: {q.order_by} {t} is earlier than {t_prev} at seq {int(seqs[prev])} in {part}; "
+                      f"query {q.name} needs non-decreasing {q.order_by} (cepc never reorders)", row)
 
 
 def match_columns(checked: Checked) -> tuple[list[str], list[str]]:

@@ -99,6 +99,9 @@ def generate(checked: Checked, n: int, keys: int, seed: int, skew: float = 0.0, 
     else:
         key_ids = rng.integers(0, keys, n)
     key_values = {f.name: _key_values(f, keys) for f in key_fields}
+    if key_fields and all(len(v) < keys for v in key_values.values()):
+        widest = max(key_fields, key=lambda f: len(key_values[f.name]))
+        raise UsageError(f"--keys {keys} is more than {widest.type} key {widest.name} can hold")
 
     # walk: per key, a current position bit set per query; each tuple follows one query's path
     choice = np.empty(n, dtype=np.int64)
@@ -132,8 +135,9 @@ def generate(checked: Checked, n: int, keys: int, seed: int, skew: float = 0.0, 
         choice[i] = rows[int(pick[i] * 7919) % len(rows)]
         st[qi] = 0 if (pos.last >> p & 1 and not pos.follow[p]) else (1 << p)
     out = pool.iloc[choice].reset_index(drop=True)
-    for f in key_fields:
-        out[f.name] = key_values[f.name][key_ids]
+    for f in key_fields:  # a key field with fewer values than --keys cycles through them
+        values = key_values[f.name]
+        out[f.name] = values[key_ids % len(values)]
     # every query's time field increases (queries may order by different fields)
     for tf in dict.fromkeys(time_field(stream, q) for q in checked.queries if time_field(stream, q)):
         lo, hi = stream.field(tf).type.range
@@ -143,19 +147,16 @@ def generate(checked: Checked, n: int, keys: int, seed: int, skew: float = 0.0, 
 
 
 def _key_values(f: ast.FieldDef, keys: int) -> np.ndarray:
+    """Up to ``keys`` distinct values of a key field."""
     t = f.type
     if isinstance(t, ast.EnumType):
-        if keys > len(t.members):
-            raise UsageError(f"--keys {keys} exceeds the {len(t.members)} members of ENUM key {f.name}")
-        return np.array(t.members, dtype=object)
+        return np.array(t.members[:keys], dtype=object)
     if isinstance(t, ast.CharType):
-        if keys > 10 ** t.length:
-            raise UsageError(f"--keys {keys} is more than CHAR({t.length}) key {f.name} can hold")
-        return np.array([str(i) for i in range(keys)], dtype=object)
+        n = min(keys, 10 ** t.length)
+        return np.array([str(i) for i in range(n)], dtype=object)
     lo, hi = t.range
-    if keys > hi - lo + 1:
-        raise UsageError(f"--keys {keys} is more than {t} key {f.name} can hold")
-    return np.arange(keys, dtype=np.int64) + max(lo, 0) if hi < (1 << 62) else np.arange(keys, dtype=np.uint64)
+    n = min(keys, hi - lo + 1)
+    return np.arange(n, dtype=np.int64) + max(lo, 0) if hi < (1 << 62) else np.arange(n, dtype=np.uint64)
 
 
 def write_events(frame: pd.DataFrame, path: str | Path) -> None:

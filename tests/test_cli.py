@@ -183,3 +183,10 @@ def test_check_summary_singular(tmp_path, capsys):
     q.write_text("CREATE STREAM s (f BOOL); PATTERN (A) DEFINE A AS f;")
     assert main(["check", str(q)]) == 0
     assert "stream s: 1 field, 1 bit per tuple (1 byte on the wire)" in capsys.readouterr().out
+
+
+def test_bad_value_error_names_the_earliest_row_over_all_columns(tmp_path, capsys):
+    ev = tmp_path / "e.csv"
+    ev.write_text("time,checkpoint,runner,speed\n1,Queens,1,2\n2,Queens,2,2\n3,Queens,3,x\n4,Brooklin,1,2\n")
+    assert main(["match", str(MARATHON), "--events", str(ev), "-o", str(tmp_path / "m.csv")]) == 1
+    assert f"{ev}:4: column speed: 'x' is not an integer" in capsys.readouterr().err
