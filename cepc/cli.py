@@ -150,6 +150,12 @@ def cmd_golden(args) -> int:
     return 0
 
 
+def cmd_sim(args) -> int:
+    from .simulate import main_sim
+
+    return main_sim(args)
+
+
 def cmd_gen(args) -> int:
     from . import gen
 
@@ -211,6 +217,26 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--master", metavar="URL", default="local[*]",
                    help="Spark master (default: local[*], embedded; spark://host:7077 for a cluster)")
     c.set_defaults(func=cmd_golden)
+
+    c = sub.add_parser("sim", help="simulate the compiled design on an events file (cocotb + Verilator)")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.add_argument("--events", metavar="E", required=True, help="events file (.csv or .parquet)")
+    c.add_argument("-o", "--output", metavar="FILE", required=True, help="match file to write (.csv)")
+    c.add_argument("--compare", metavar="FILE", help="match file to compare with (exit 1 and show the first difference)")
+    c.add_argument("--simulator", choices=["verilator", "ghdl"], default="verilator",
+                   help="HDL simulator (default: verilator)")
+    c.add_argument("--waves", metavar="W.fst", help="write an FST waveform")
+    c.add_argument("--partitions", type=int, metavar="N", default=16, help="concurrent partitions (default: 16)")
+    c.add_argument("--bus-width", type=int, metavar="W", default=64, help="input bus width in bits (default: 64)")
+    c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
+    c.add_argument("--packet-tuples", type=int, metavar="T", default=64,
+                   help="tuples per AXI-Stream packet (default: 64)")
+    c.add_argument("--stall", type=float, metavar="P", default=0.0,
+                   help="probability of a gap in s_tvalid each cycle (default: 0)")
+    c.add_argument("--backpressure", type=float, metavar="P", default=0.0,
+                   help="probability that m_tready/spill_tready is low each cycle (default: 0)")
+    c.add_argument("--seed", type=int, metavar="S", default=0, help="seed of the random gaps (default: 0)")
+    c.set_defaults(func=cmd_sim)
 
     c = sub.add_parser("gen", help="generate synthetic events whose values make the patterns match")
     c.add_argument("query", metavar="Q.sql", help="query file")

@@ -1,0 +1,226 @@
+"""``cepc sim``: compile, build with Verilator, run the cocotb bench, decode, compare.
+
+Builds are cached under ``build/sim/<hash>/`` by the query text, the compile
+options and the cepc version, so re-running a regression recompiles nothing.
+The cocotb bench (``sim/cepc_bench.py``) only moves bytes; packing the events
+and decoding the records happens here, through the same
+:class:`~cepc.plan.TuplePlan` and JSON sidecar a host program would use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import __version__, events, tools
+from .errors import CepcError, ToolError, UsageError
+from .lang.check import Checked
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "sim"
+TOP = "cepc_top"
+
+
+@dataclass
+class SimOptions:
+    bus_width: int = 64
+    partitions: int = 16
+    evict_after: int | None = None
+    packet_tuples: int = 64
+    stall: float = 0.0
+    backpressure: float = 0.0
+    seed: int = 0
+    waves: Path | None = None
+    simulator: str = "verilator"
+    build_root: Path = field(default_factory=lambda: Path("build") / "sim")
+
+
+@dataclass
+class SimResult:
+    rows: list[list[str]]
+    counters: dict
+    spilled: list[dict]
+    seconds: float
+    build_seconds: float
+    cycles_hint: int = 0
+
+
+def _design_hash(checked: Checked, opts: SimOptions) -> str:
+    h = hashlib.sha256()
+    h.update(checked.source.text.encode())
+    h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.evict_after, opts.waves is not None,
+                         opts.simulator]).encode())
+    h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _compile(checked: Checked, opts: SimOptions, work: Path):
+    from .emit import verilog
+    from .hw.top import Top
+    from .nfa.lower import lower
+
+    design = lower(checked)
+    top = Top(design, bus_width=opts.bus_width, partitions=opts.partitions, evict_after=opts.evict_after)
+    options = {"bus_width": opts.bus_width, "partitions": opts.partitions}
+    if opts.evict_after:
+        options["evict_after"] = opts.evict_after
+    verilog.emit(design, top, work / f"{TOP}.v", "verilog", TOP, options)
+    return design, top.latency
+
+
+def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResult:
+    """Run ``frame`` through the compiled design in a real simulator; rows as in a match file."""
+    if opts.simulator != "verilator":
+        raise UsageError(f"simulator {opts.simulator!r} is not available yet; use verilator")
+    if not (BENCH_DIR / "cepc_bench.py").exists():
+        raise ToolError(f"the cocotb bench is missing ({BENCH_DIR / 'cepc_bench.py'}); run cepc from its checkout")
+    if opts.packet_tuples < 1:
+        raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
+    work = (opts.build_root / _design_hash(checked, opts)).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    design, latency = _compile(checked, opts, work)
+
+    exe, env = tools.verilator()
+    os.environ["VERILATOR_ROOT"] = env.get("VERILATOR_ROOT", os.environ.get("VERILATOR_ROOT", ""))
+    os.environ["PATH"] = env["PATH"]
+    # The PyPI wheel's verilated.mk leaves the precompiled-header include flag empty, which
+    # breaks the C++ build; a make variable override passed through MAKEFLAGS restores it.
+    os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner("verilator")
+    build_args = ["-Wno-fatal", "--x-assign", "0", "--x-initial", "0"]
+    if opts.waves:
+        build_args.append("--trace-fst")
+    log = work / "build.log"
+    try:
+        runner.build(sources=[work / f"{TOP}.v"], hdl_toplevel=TOP, build_dir=work / "obj", build_args=build_args,
+                     waves=opts.waves is not None, log_file=log)
+    except (SystemExit, Exception) as e:  # the runner raises SystemExit or CalledProcessError on failure
+        tail = log.read_text()[-3000:] if log.exists() else str(e)
+        raise ToolError("Verilator failed to build the design", [exe, "--cc", str(work / f"{TOP}.v")], tail) from None
+    t1 = time.perf_counter()
+
+    rows = frame.to_dict("records")
+    (work / "input.bin").write_bytes(b"".join(design.tuple.to_bytes(r) for r in rows))
+    result_path = work / "result.json"
+    result_path.unlink(missing_ok=True)
+    (work / "dump.fst").unlink(missing_ok=True)
+    config = {
+        "input": str(work / "input.bin"), "output": str(result_path), "tuple_bytes": design.tuple.nbytes,
+        "packet_tuples": opts.packet_tuples, "stall": opts.stall, "backpressure": opts.backpressure,
+        "seed": opts.seed, "drain_cycles": latency + 64,
+    }
+    (work / "config.json").write_text(json.dumps(config))
+    log = work / "run.log"
+    if str(BENCH_DIR) not in sys.path:  # the runner hands this process's sys.path to the simulator
+        sys.path.insert(0, str(BENCH_DIR))
+    try:
+        runner.test(test_module="cepc_bench", hdl_toplevel=TOP, test_dir=work, build_dir=work / "obj",
+                    extra_env={"CEPC_SIM_CONFIG": str(work / "config.json")},
+                    waves=opts.waves is not None, results_xml=str(work / "results.xml"), log_file=log,
+                    seed=opts.seed)
+    except (SystemExit, Exception):
+        pass  # judged by the result file below
+    if not result_path.exists():
+        tail = log.read_text()[-3000:] if log.exists() else ""
+        raise ToolError("the simulation did not finish", ["cocotb", "cepc_bench"], tail)
+    t2 = time.perf_counter()
+    if opts.waves:
+        produced = work / "dump.fst"
+        if not produced.exists():
+            raise ToolError("the simulator wrote no waveform", [], "")
+        shutil.copyfile(produced, opts.waves)
+
+    out = json.loads(result_path.read_text())
+    decoded = [_decode_record(design, word) for word in out["records"]]
+    order = {q.name: q.index for q in design.queries}
+    decoded.sort(key=lambda r: (r["seq"], order[r["query"]]))
+    keys, _ = events.match_columns(checked)
+    rows_out = [[events.format_value(r[k]) if k in r else "" for k in keys] + [str(r["seq"]), r["query"]]
+                for r in decoded]
+    spilled = [design.tuple.unpack(w) for w in out["spilled"]]
+    return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0)
+
+
+def _decode_record(design, word: int) -> dict:
+    from .hw.layouts import record_layout
+
+    parts = {name: (f.offset, f.width) for name, f in record_layout(design)}
+
+    def get(name):
+        off, width = parts[name]
+        return word >> off & ((1 << width) - 1)
+
+    q = design.queries[get("query")]
+    key_bits, out, off = get("key"), {"query": q.name, "seq": get("seq")}, 0
+    for k in q.key_fields:
+        f = design.tuple.field(k)
+        out[k] = f.decode(key_bits >> off & ((1 << f.width) - 1))
+        off += f.width
+    return out
+
+
+def compare(header: list[str], got: list[list[str]], want_path: Path, frame: pd.DataFrame) -> str | None:
+    """None if the match file at ``want_path`` equals ``got``; else a report of the first difference."""
+    want_header, want = events.read_matches(want_path)
+    if want_header != header:
+        return f"headers differ: simulation {','.join(header)} vs {want_path} {','.join(want_header)}"
+    if got == want:
+        return None
+    i = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    lines = [f"simulation and {want_path} differ at row {i + 1} of {max(len(got), len(want))}:"]
+    lines.append(f"  simulation: {','.join(got[i]) if i < len(got) else '(no more rows)'}")
+    lines.append(f"  {want_path.name}: {','.join(want[i]) if i < len(want) else '(no more rows)'}")
+    seq_col = header.index("seq")
+    seqs = [int(r[seq_col]) for r in (got[i:i + 1] + want[i:i + 1])]
+    if seqs:
+        s = min(seqs)
+        lo, hi = max(0, s - 3), min(len(frame), s + 2)
+        lines.append(f"  tuples around seq {s}:")
+        for j in range(lo, hi):
+            values = ", ".join(f"{c}={frame[c].iloc[j]}" for c in frame.columns)
+            lines.append(f"    {'>' if j == s else ' '} seq {j}: {values}")
+    return "\n".join(lines)
+
+
+def main_sim(args) -> int:
+    """The ``cepc sim`` subcommand."""
+    from .cli import _load
+
+    checked = _load(args.query)
+    frame = events.load_events(args.events, checked.stream)
+    events.check_order(frame, checked, args.events)
+    opts = SimOptions(bus_width=args.bus_width, partitions=args.partitions, evict_after=args.evict_after,
+                      packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
+                      seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator)
+    result = simulate(checked, frame, opts)
+    keys, measures = events.match_columns(checked)
+    events.write_matches(args.output, checked, result.rows)
+    c = result.counters
+    rate = len(frame) / result.seconds if result.seconds else float("inf")
+    print(f"{len(frame)} tuples, {len(result.rows)} matches → {args.output} (build {result.build_seconds:.1f} s, "
+          f"run {result.seconds:.1f} s, {rate:,.0f} tuples/s); counters: " +
+          ", ".join(f"{k} {v}" for k, v in c.items()), file=sys.stderr)
+    if c["dropped"]:
+        print(f"warning: {c['dropped']} tuples did not fit the partitioner (spilled); results are not exact — "
+              f"raise --partitions", file=sys.stderr)
+    if args.compare:
+        report = compare(keys + ["seq", "query"] + measures, result.rows, Path(args.compare), frame)
+        if report:
+            print(report, file=sys.stderr)
+            return 1
+        print(f"identical to {args.compare}", file=sys.stderr)
+    return 0
+
+
+__all__ = ["simulate", "compare", "main_sim", "SimOptions", "CepcError"]

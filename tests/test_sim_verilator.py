@@ -1,0 +1,113 @@
+"""`cepc sim`: the compiled Verilog in Verilator under the cocotb bench, against the reference.
+
+Slow (each distinct design is a C++ build); builds are cached under build/sim/.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cepc import events
+from cepc.cli import main
+from cepc.lang.check import check
+from cepc.lang.parse import parse, parse_file
+from cepc.simulate import SimOptions, simulate
+
+import patterns as pt
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def read(path: Path) -> list[list[str]]:
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))[1:]
+
+
+@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql"])
+def test_examples_simulate_to_their_expected_files(example, tmp_path):
+    query = ROOT / "examples" / example
+    out = tmp_path / "sim.csv"
+    assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(out),
+                 "--compare", str(query.parent / "expected.csv"), "--bus-width", "24", "--packet-tuples", "5",
+                 "--stall", "0.3", "--backpressure", "0.5"]) == 0
+    assert read(out) == read(query.parent / "expected.csv")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_corpus_matches_the_reference(seed, tmp_path):
+    rng = np.random.default_rng(seed)
+    after = "CONTINUE" if seed % 2 else "SKIP PAST LAST ROW"
+    pattern = ["(P0 P3* P2 | P1 P1+ .)", "(P0 (P2 | P3){1,3} P1?)", "(. P2 P3* P0)"][seed - 1]
+    text = pt.schema() + f"PARTITION BY k AFTER MATCH {after} PATTERN {pattern} DEFINE {pt.defines()};"
+    checked = check(parse(text))
+    n = 3000
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": rng.integers(0, 10, n),
+                          "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
+    from cepc.nfa import reference
+
+    want = events.match_rows(checked, frame, reference.Matcher(checked).run(frame))
+    result = simulate(checked, frame, SimOptions(bus_width=[8, 64, 512][seed - 1], partitions=12,
+                                                 packet_tuples=[1, 7, 100][seed - 1], stall=0.2,
+                                                 backpressure=0.4, seed=seed,
+                                                 build_root=ROOT / "build" / "sim"))
+    assert result.counters["dropped"] == 0
+    assert result.rows == want and len(want) > 100
+
+
+def test_full_partitioner_accounts_for_every_tuple(tmp_path):
+    text = pt.schema() + f"PARTITION BY k PATTERN (P0 P3 P3 P2) DEFINE {pt.defines()};"
+    checked = check(parse(text))
+    n = 400
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": np.arange(n, dtype=np.int64) % 40,
+                          "c": np.array(["a"] * n, dtype=object)})
+    result = simulate(checked, frame, SimOptions(bus_width=32, partitions=4, backpressure=0.3,
+                                                 build_root=ROOT / "build" / "sim"))
+    c = result.counters
+    assert c["tuples_in"] == n
+    assert c["dropped"] > 0 and c["dropped"] == len(result.spilled)
+    assert all(s["c"] == "a" and 0 <= s["k"] < 40 for s in result.spilled)
+
+
+def test_compare_reports_the_first_difference(tmp_path, capsys):
+    query = ROOT / "examples" / "marathon" / "marathon.sql"
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("runner,seq,query\n2,3,q0\n4,12,q0\n")
+    assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(tmp_path / "s.csv"),
+                 "--compare", str(wrong)]) == 1
+    err = capsys.readouterr().err
+    assert "differ at row 2 of 2" in err
+    assert "simulation: 4,13,q0" in err and "wrong.csv: 4,12,q0" in err
+    assert "> seq 12: time=71, checkpoint=Staten Island, runner=4, speed=13" in err
+
+
+def test_waves(tmp_path):
+    query = ROOT / "examples" / "marathon" / "marathon.sql"
+    waves = tmp_path / "w.fst"
+    assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(tmp_path / "s.csv"),
+                 "--waves", str(waves)]) == 0
+    assert waves.stat().st_size > 1000
+
+
+def test_checked_query_file_is_required(tmp_path, capsys):
+    q = tmp_path / "q.sql"
+    q.write_text("CREATE STREAM s (x UINT8); PATTERN (A) DEFINE A AS y = 1;")
+    ev = tmp_path / "e.csv"
+    ev.write_text("x\n1\n")
+    assert main(["sim", str(q), "--events", str(ev), "-o", str(tmp_path / "s.csv")]) == 1
+    assert "unknown field 'y'" in capsys.readouterr().err
+
+
+def test_parse_file_roundtrip_for_sim_inputs():
+    # the bench packs with the same TuplePlan the sidecar describes
+    from cepc.nfa.lower import lower
+
+    checked = check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql"))
+    tup = lower(checked).tuple
+    row = {"time": 2**64 - 1, "checkpoint": "Bronx", "runner": 65535, "speed": 7}
+    assert tup.unpack(int.from_bytes(tup.to_bytes(row), "little")) == row
