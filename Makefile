@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo lint clean bench-foundation bench-hardware
+.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware
 
 setup: $(STAMP)
 
@@ -42,22 +42,32 @@ lint: setup
 DEMO_DIR := demo
 DEMO_Q   := examples/marathon/marathon.sql
 
+# The whole path on the marathon example: check, draw, generate events, golden result on
+# Spark, compile to Verilog, lint, simulate in Verilator under cocotb, compare row for row.
 demo: setup
 	@mkdir -p $(DEMO_DIR)
-	@echo "== 1. check the query"
+	@echo "== 1. check the query and draw its wiring NFA"
 	$(CEPC) check $(DEMO_Q)
-	@echo "== 2. draw its wiring NFA"
 	$(CEPC) graph $(DEMO_Q) -o $(DEMO_DIR)/nfa.svg
-	@echo "== 3. run the reference matcher on the example events and compare with the expected matches"
+	@echo "== 2. the reference matcher on the example events equals the hand-checked matches"
 	$(CEPC) match $(DEMO_Q) --events examples/marathon/events.csv -o $(DEMO_DIR)/matches.csv
 	diff -u examples/marathon/expected.csv $(DEMO_DIR)/matches.csv
-	@echo "== 4. generate 100,000 synthetic events over 1,000 runners and match them"
-	$(CEPC) gen $(DEMO_Q) -n 100000 --keys 1000 --seed 1 -o $(DEMO_DIR)/events.parquet
-	$(CEPC) match $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/gen_matches.csv
-	@echo "== 5. compile it to Verilog (+ top.json sidecar) and lint it with Verilator -Wall"
+	@echo "== 3. generate 20,000 events over 50 runners"
+	$(CEPC) gen $(DEMO_Q) -n 20000 --keys 50 --seed 1 -o $(DEMO_DIR)/events.parquet
+	@echo "== 4. golden result on Spark (embedded, local[*])"
+	$(CEPC) golden $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/golden.csv
+	@echo "== 5. compile to Verilog (+ cepc_top.json sidecar) and lint it with Verilator -Wall"
 	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.v --partitions 64 --bus-width 64
 	$(VERILATOR) --lint-only -Wall $(DEMO_DIR)/cepc_top.v
-	@echo "== demo done: outputs in $(DEMO_DIR)/ (nfa.svg, matches.csv, gen_matches.csv, cepc_top.v, cepc_top.json)"
+	@echo "== 6. simulate the design in Verilator (cocotb + cocotbext-axi, with backpressure) and compare"
+	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv --partitions 64 \
+		--backpressure 0.2 --stall 0.1 --compare $(DEMO_DIR)/golden.csv
+	@echo "== demo done: hardware and golden agree on $$(($$(wc -l < $(DEMO_DIR)/golden.csv) - 1)) matches; outputs in $(DEMO_DIR)/"
+
+# The hardware regression: every example plus a randomized corpus, in Verilator, against the
+# reference; and the Spark golden model against the reference.
+sim: setup
+	$(PY) -m pytest -q tests/test_sim_verilator.py tests/test_golden_spark.py tests/test_hw_top.py
 
 clean:
 	rm -rf $(DEMO_DIR) build sim_build .pytest_cache
