@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware
+.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware bench-verification
 
 setup: $(STAMP)
 
@@ -77,3 +77,6 @@ bench-foundation: setup
 
 bench-hardware: setup
 	cd bench && ../$(PY) hardware.py
+
+bench-verification: setup
+	$(PY) bench/verification.py $(ARGS)

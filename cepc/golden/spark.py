@@ -55,6 +55,7 @@ def session(master: str = "local[*]"):
     builder = (SparkSession.builder.master(master).appName("cepc-golden")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
                .config("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2) * 2)))
                .config("spark.ui.showConsoleProgress", "true")
                .config("spark.driver.memory", os.environ.get("CEPC_SPARK_DRIVER_MEMORY", "4g")))
@@ -196,14 +197,17 @@ def _order_violation(frame: pd.DataFrame, q: ast.Query, pkeys: list, seqs: np.nd
     """
     times = frame[q.order_by].to_numpy()
     n = len(times)
-    keys = pd.Series(pkeys, dtype=object) if q.partition_by else pd.Series(np.zeros(n, dtype=np.int64))
+    if n == 0:
+        return None
+    keys = np.empty(n, dtype=object)
+    keys[:] = pkeys if q.partition_by else [0] * n
     same = np.zeros(n, dtype=bool)
-    same[1:] = (keys.to_numpy()[1:] == keys.to_numpy()[:-1])
+    same[1:] = keys[1:] == keys[:-1]
     back = np.zeros(n, dtype=bool)
     back[1:] = same[1:] & (times[1:] < times[:-1])
     starts = np.flatnonzero(~same)  # first row of each key in this batch: compare with the last batch
     for i in starts:
-        prev = last_time.get(keys.iloc[i])
+        prev = last_time.get(keys[i])
         if prev is not None and times[i] < prev[0]:
             back[i] = True
     hits = np.flatnonzero(back)
@@ -211,11 +215,11 @@ def _order_violation(frame: pd.DataFrame, q: ast.Query, pkeys: list, seqs: np.nd
         i = int(hits[np.argmin(seqs[hits])])
         if same[i]:
             return i, times[i - 1], int(seqs[i - 1])
-        prev = last_time[keys.iloc[i]]
+        prev = last_time[keys[i]]
         return i, prev[0], prev[1]
-    ends = np.append(starts[1:] - 1, n - 1) if n else []
+    ends = np.append(starts[1:] - 1, n - 1)
     for i in ends:
-        last_time[keys.iloc[i]] = (times[i], int(seqs[i]))
+        last_time[keys[i]] = (times[i], int(seqs[i]))
     return None
 
 
@@ -240,7 +244,8 @@ def golden(checked: Checked, events_path: str | Path, output: str | Path, master
     try:
         df = _read(spark, path, checked.stream)
         df, total = _number_rows(df)
-        df = df.cache()
+        if len(checked.queries) > 1:  # several passes over the numbered input; one pass is cheaper uncached
+            df = df.cache()
         schema = _output_schema(checked)
         results = []
         for qi, q in enumerate(checked.queries):
@@ -252,7 +257,8 @@ def golden(checked: Checked, events_path: str | Path, output: str | Path, master
         for r in results[1:]:
             out = out.unionByName(r)
         found = out.toPandas()
-        df.unpersist()
+        if len(checked.queries) > 1:
+            df.unpersist()
     except (Py4JJavaError, PySparkException) as e:
         text = str(e)
         raise ToolError("the Spark job failed", ["spark", master], text[-3000:]) from None
