@@ -142,17 +142,21 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
         shutil.copyfile(produced, opts.waves)
 
     out = json.loads(result_path.read_text())
-    decoded = [_decode_record(design, word) for word in out["records"]]
-    order = {q.name: q.index for q in design.queries}
-    decoded.sort(key=lambda r: (r["seq"], order[r["query"]]))
-    keys, _ = events.match_columns(checked)
-    rows_out = [[events.format_value(r[k]) if k in r else "" for k in keys] + [str(r["seq"]), r["query"]]
-                for r in decoded]
+    rows_out = record_rows(checked, design, [decode_record(design, word) for word in out["records"]])
     spilled = [design.tuple.unpack(w) for w in out["spilled"]]
     return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0)
 
 
-def _decode_record(design, word: int) -> dict:
+def record_rows(checked: Checked, design, decoded: list[dict]) -> list[list[str]]:
+    """Decoded match records as match-file rows (SPEC §5): sorted by seq, then query order."""
+    order = {q.name: q.index for q in design.queries}
+    keys, _ = events.match_columns(checked)
+    return [[events.format_value(r[k]) if k in r else "" for k in keys] + [str(r["seq"]), r["query"]]
+            for r in sorted(decoded, key=lambda r: (r["seq"], order[r["query"]]))]
+
+
+def decode_record(design, word: int) -> dict:
+    """A match record (``m_tdata``) → {"query", "seq", key fields…}, by the record layout."""
     from .hw.layouts import record_layout
 
     parts = {name: (f.offset, f.width) for name, f in record_layout(design)}

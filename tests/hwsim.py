@@ -16,12 +16,12 @@ import pandas as pd
 from amaranth.sim import Simulator
 
 from cepc import events
-from cepc.hw.layouts import record_layout
 from cepc.hw.top import Top
 from cepc.lang.check import Checked
 from cepc.nfa import reference
 from cepc.nfa.lower import lower
 from cepc.plan import DesignPlan
+from cepc.simulate import decode_record, record_rows
 
 
 def beats(data: bytes, width: int, last: bool = True) -> list[tuple[int, int, int]]:
@@ -41,18 +41,6 @@ class SimResult:
     counters: dict = field(default_factory=dict)
     cycles: int = 0
     first_record_cycle: int | None = None
-
-
-def decode_record(design: DesignPlan, word: int) -> dict:
-    layout = {name: (f.offset, f.width) for name, f in record_layout(design)}
-    get = lambda name: word >> layout[name][0] & ((1 << layout[name][1]) - 1)  # noqa: E731
-    q = design.queries[get("query")]
-    key_bits, values, off = get("key"), {}, 0
-    for k in q.key_fields:
-        f = design.tuple.field(k)
-        values[k] = f.decode(key_bits >> off & ((1 << f.width) - 1))
-        off += f.width
-    return {"query": q.name, "seq": get("seq"), **values}
 
 
 def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, bus_width: int = 32,
@@ -113,12 +101,7 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
 
 def hw_rows(design: DesignPlan, result: SimResult, checked: Checked) -> list[list[str]]:
     """Records as match-file rows (SPEC §5), sorted by seq then query order."""
-    keys, _ = events.match_columns(checked)
-    order = {q.name: q.index for q in design.queries}
-    rows = []
-    for r in sorted(result.records, key=lambda r: (r["seq"], order[r["query"]])):
-        rows.append([events.format_value(r[k]) if k in r else "" for k in keys] + [str(r["seq"]), r["query"]])
-    return rows
+    return record_rows(checked, design, result.records)
 
 
 def reference_rows(checked: Checked, frame: pd.DataFrame) -> list[list[str]]:
