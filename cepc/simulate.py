@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__, events, tools
-from .errors import CepcError, ToolError, UsageError
+from .errors import ToolError, UsageError
 from .lang.check import Checked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,6 @@ class SimResult:
     spilled: list[dict]
     seconds: float
     build_seconds: float
-    cycles_hint: int = 0
 
 
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
@@ -227,4 +226,4 @@ def main_sim(args) -> int:
     return 0
 
 
-__all__ = ["simulate", "compare", "main_sim", "SimOptions", "CepcError"]
+__all__ = ["simulate", "compare", "main_sim", "SimOptions", "decode_record", "record_rows"]

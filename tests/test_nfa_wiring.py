@@ -11,6 +11,7 @@ from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse
 from cepc.nfa import wiring
+from cepc.nfa.lower import nfa_plan
 
 import patterns as pt
 
@@ -105,11 +106,12 @@ def test_dot_output_names_every_state():
 
 
 def run_nfa(nfa: wiring.Nfa, stream: str, skip: bool) -> list[int]:
-    active: frozenset[int] = frozenset()
-    out = []
+    """Clock the NFA (as the hardware tables of :func:`cepc.nfa.lower.nfa_plan`) over a stream."""
+    plan = nfa_plan(nfa)
+    state, out = 0, []
     for j, letter in enumerate(stream):
-        satisfied = {v for v, cls in pt.CLASSES.items() if letter in cls}
-        active, matched = nfa.step(active, satisfied, skip)
+        preds = sum(1 << i for i, name in enumerate(nfa.preds) if letter in pt.CLASSES[name])
+        state, matched = plan.step(state, preds, skip)
         if matched:
             out.append(j)
     return out

@@ -61,11 +61,16 @@ def pipelined(design: DesignPlan) -> bool:
     return any(q.key_fields for q in design.queries)
 
 
+def partitioner_depth(design: DesignPlan, partitions: int) -> int:
+    """Cycles a key spends in the partitioners: ``partitions``, or 1 when no query has PARTITION BY."""
+    return partitions if pipelined(design) else 1
+
+
 def latency(design: DesignPlan, partitions: int) -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth
     (``partitions``, or 1 without PARTITION BY), record register 1, output FIFO 2, arbiter 1."""
-    return 7 + (partitions if pipelined(design) else 1)
+    return 7 + partitioner_depth(design, partitions)
 
 
 class Top(wiring.Component):
@@ -100,13 +105,10 @@ class Top(wiring.Component):
     def latency(self) -> int:
         return latency(self.design, self.partitions)
 
-    def _depth(self) -> int:
-        return self.partitions if self.pipelined else 1
-
     def elaborate(self, platform):
         m = Module()
         design, tup = self.design, self.design.tuple
-        depth = self._depth()
+        depth = partitioner_depth(design, self.partitions)
 
         # --- framing ------------------------------------------------------------------
         m.submodules.framer = framer = Framer(self.bus_width, tup.nbytes)

@@ -203,22 +203,6 @@ class Nfa:
     def predecessors(self, state: int) -> list[int]:
         return sorted(self.graph.predecessors(state))
 
-    def step(self, active: frozenset[int], satisfied: set[str], skip: bool) -> tuple[frozenset[int], bool]:
-        """One clock of the hardware NFA, in software: the next active set and the match bit.
-
-        A state turns on when its predicate holds (``satisfied`` holds DEFINE names;
-        '.' always holds) and it is start-activated or a predecessor is on. With
-        ``skip`` (AFTER MATCH SKIP PAST LAST ROW) a match clears the vector.
-        """
-        g = self.graph
-        nxt = frozenset(
-            s for s, d in g.nodes(data=True)
-            if (d["pred"] is None or d["pred"] in satisfied)
-            and (d["start"] or any(p in active for p in g.predecessors(s)))
-        )
-        matched = bool(nxt & self.accept)
-        return (frozenset() if matched and skip else nxt), matched
-
 
 def build(query: ast.Query) -> Nfa:
     """The wiring NFA of a checked query."""
