@@ -25,7 +25,7 @@ def _load(path: str):
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}{'es' if word.endswith(('s', 'ch')) else 's'}"
 
 
 # --- subcommands -----------------------------------------------------------------------
@@ -102,7 +102,7 @@ def cmd_match(args) -> int:
     t2 = time.perf_counter()
     events.write_matches(args.output, checked, events.match_rows(checked, frame, matches))
     rate = len(frame) / (t2 - t1) if t2 > t1 else float("inf")
-    print(f"{len(frame)} events, {len(matches)} matches → {args.output} "
+    print(f"{_plural(len(frame), 'event')}, {_plural(len(matches), 'match')} → {args.output} "
           f"(load {t1 - t0:.2f} s, match {t2 - t1:.2f} s, {rate:,.0f} events/s)", file=sys.stderr)
     return 0
 
@@ -145,8 +145,9 @@ def cmd_golden(args) -> int:
     print(f"starting Spark ({args.master}) …", file=sys.stderr)
     stats = spark.golden(checked, args.events, args.output, master=args.master)
     rate = stats.events / stats.seconds if stats.seconds else float("inf")
-    print(f"{stats.events} events, {stats.matches} matches → {args.output} "
-          f"(Spark {stats.seconds:.1f} s, {rate:,.0f} events/s)", file=sys.stderr)
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in (stats.phases or {}).items())
+    print(f"{_plural(stats.events, 'event')}, {_plural(stats.matches, 'match')} → {args.output} "
+          f"(Spark {stats.seconds:.1f} s: {phases}; {rate:,.0f} events/s)", file=sys.stderr)
     return 0
 
 

@@ -85,6 +85,8 @@ def convert_column(col: pd.Series, f: ast.FieldDef, path: Path, kind: str,
 
     def fail(i: int, why: str):
         value = col.iloc[i]
+        if isinstance(value, np.generic):  # name the value as the user wrote it, not numpy's repr
+            value = value.item()
         row = int(rows[i]) if rows is not None else i
         raise EventsError(f"{where(path, kind, row)}: column {f.name}: {value!r} {why}", row)
 
@@ -136,41 +138,88 @@ def convert_column(col: pd.Series, f: ast.FieldDef, path: Path, kind: str,
     return values.reset_index(drop=True)
 
 
-def check_order(frame: pd.DataFrame, checked: Checked, path: str | Path, seqs: np.ndarray | None = None) -> None:
-    """SPEC §3.1: each query's time field must not decrease within a partition.
+def group_codes(frame: pd.DataFrame, fields) -> np.ndarray:
+    """A dense integer code per row for its partition (all 0 without PARTITION BY)."""
+    fields = list(fields)
+    if not fields or len(frame) == 0:
+        return np.zeros(len(frame), dtype=np.int64)
+    if len(fields) == 1:
+        return pd.factorize(frame[fields[0]], sort=False)[0].astype(np.int64)
+    return frame.groupby(fields, sort=False, dropna=False).ngroup().to_numpy().astype(np.int64)
 
-    Names the first row, in arrival order, that breaks it for any query.
+
+def grouped_order(group: np.ndarray) -> np.ndarray:
+    """Row indices grouped by partition code, arrival order within each partition (a stable sort;
+    codes below 2^16 take numpy's linear-time radix sort)."""
+    if len(group) and group.max() < (1 << 16):
+        return np.argsort(group.astype(np.uint16), kind="stable")
+    return np.argsort(group, kind="stable")
+
+
+def order_violation(group: np.ndarray, times: np.ndarray, order: np.ndarray | None = None) -> tuple[int, int] | None:
+    """SPEC §3.1 for one query over rows in arrival order: the first row whose time is below the
+    previous time of its partition, as (row, that previous row), or None.
+
+    ``order``: :func:`grouped_order` of ``group``, if the caller has it already.
+    """
+    if len(times) < 2:
+        return None
+    if order is None:
+        order = grouped_order(group)
+    g, t = group[order], times[order]
+    back = (g[1:] == g[:-1]) & (t[1:] < t[:-1])
+    if not back.any():
+        return None
+    hits = np.flatnonzero(back)
+    i = hits[np.argmin(order[hits + 1])]  # the earliest offending row
+    return int(order[i + 1]), int(order[i])
+
+
+def order_error(frame: pd.DataFrame, q: ast.Query, row: int, prev: int, seqs: np.ndarray,
+                path: str | Path, kind: str) -> EventsError:
+    """The error for an order violation found by :func:`order_violation` (rows index ``frame``)."""
+    keys = list(q.partition_by)
+    place = where(Path(path), kind, int(seqs[row]))
+    part = "partition " + ", ".join(f"{k}={frame[k].iloc[row]}" for k in keys) if keys else "the stream"
+    t, t_prev = frame[q.order_by].iloc[row], frame[q.order_by].iloc[prev]
+    return EventsError(f"{place}: {q.order_by} {t} is earlier than {t_prev} at seq {int(seqs[prev])} in {part}; "
+                       f"query {q.name} needs non-decreasing {q.order_by} (cepc never reorders)", int(seqs[row]))
+
+
+def first_order_error(frame: pd.DataFrame, queries, path: str | Path, kind: str,
+                      seqs: np.ndarray | None = None, groups: dict | None = None) -> EventsError | None:
+    """The order error (SPEC §3.1) at the earliest row over ``queries``, or None.
+
+    ``groups`` maps a PARTITION BY tuple to (codes, grouped order), computed once per caller.
     """
     if seqs is None:
         seqs = np.arange(len(frame))
     worst = None  # (row, previous row of its partition, query)
-    for q in checked.queries:
-        if q.order_by is None or len(frame) < 2:
+    for q in queries:
+        if q.order_by is None:
             continue
-        keys = list(q.partition_by)
-        if keys:
-            group = frame.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+        if groups is not None and q.partition_by in groups:
+            group, order = groups[q.partition_by]
         else:
-            group = np.zeros(len(frame), dtype=np.int64)
-        time = frame[q.order_by].to_numpy()
-        order = np.lexsort((np.arange(len(frame)), group))
-        g, t = group[order], time[order]
-        back = (g[1:] == g[:-1]) & (t[1:] < t[:-1])
-        if back.any():
-            hits = np.flatnonzero(back)
-            i = hits[np.argmin(order[hits + 1])]  # the earliest offending row of this query
-            row, prev = int(order[i + 1]), int(order[i])
-            if worst is None or row < worst[0]:
-                worst = (row, prev, q)
+            group = group_codes(frame, q.partition_by)
+            order = None
+        bad = order_violation(group, frame[q.order_by].to_numpy(), order)
+        if bad is not None and (worst is None or bad[0] < worst[0]):
+            worst = (*bad, q)
     if worst is None:
-        return
+        return None
     row, prev, q = worst
-    keys = list(q.partition_by)
-    place = where(Path(path), kind_of(Path(path)), row)
-    part = "partition " + ", ".join(f"{k}={frame[k].iloc[row]}" for k in keys) if keys else "the stream"
-    t, t_prev = frame[q.order_by].iloc[row], frame[q.order_by].iloc[prev]
-    raise EventsError(f"{place}: {q.order_by} {t} is earlier than {t_prev} at seq {int(seqs[prev])} in {part}; "
-                      f"query {q.name} needs non-decreasing {q.order_by} (cepc never reorders)", row)
+    return order_error(frame, q, row, prev, seqs, path, kind)
+
+
+def check_order(frame: pd.DataFrame, checked: Checked, path: str | Path, seqs: np.ndarray | None = None) -> None:
+    """SPEC §3.1: each query's time field must not decrease within a partition.
+
+    Raises the error naming the first row, in arrival order, that breaks it for any query.
+    """
+    error = first_order_error(frame, checked.queries, path, kind_of(Path(path)), seqs)
+    if error is not None:
+        raise error
 
 
 def match_columns(checked: Checked) -> tuple[list[str], list[str]]:
@@ -211,6 +260,22 @@ def write_matches(path: str | Path, checked: Checked, rows: list[list[str]]) -> 
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(keys + ["seq", "query"] + measures)
         w.writerows(rows)
+
+
+def write_match_frame(path: str | Path, table: pd.DataFrame) -> None:
+    """Write a match file from a frame already in match-file column order (None/NA → empty cell),
+    byte-identical to :func:`write_matches`: the csv module's minimal quoting."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerow(table.columns)
+    try:  # Arrow's writer is fast; with no quoting it refuses any value that would need quotes
+        data = pa.Table.from_pandas(table, preserve_index=False)
+        with open(path, "ab") as fh:
+            pacsv.write_csv(data, fh, pacsv.WriteOptions(include_header=False, quoting_style="none"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        table.to_csv(path, index=False, lineterminator="\n", na_rep="")
 
 
 def read_matches(path: str | Path) -> tuple[list[str], list[list[str]]]:

@@ -5,22 +5,28 @@ pyspark is imported inside functions: ``cepc check`` must not start a JVM.
 Plan of the job, per query file:
 
 1. Read the events (CSV with a header, or Parquet; a file or a directory of
-   files) as they are, every column a string for CSV.
-2. Number the rows in arrival order — file name order, then position in the
-   file — without a global sort: one aggregation counts the rows of each
-   (file, Spark partition) piece, the driver turns the counts into offsets,
-   and ``seq`` = offset + position within the piece.
-3. For each query, repartition by its PARTITION BY fields, sort each Spark
-   partition by key and ``seq``, and run the reference matcher over each
-   partition with ``mapInPandas``: one matcher per Spark partition (not per
-   key), predicates evaluated column-wise over Arrow batches.
+   files, taken in file-name order) as they are, every column a string for CSV.
+2. Number the rows in arrival order without a global sort. Parquet: the
+   driver reads each file's row count from its footer, and ``seq`` = the
+   file's offset + Spark's ``_metadata.row_index``. CSV: one aggregation
+   counts the rows of each (file, Spark partition) piece, the driver turns the
+   counts into offsets, and ``seq`` = offset + position within the piece.
+3. One shuffle per distinct PARTITION BY (queries that share it share the
+   pass): hash-repartition by the key, then ``mapInArrow`` hands each Spark
+   partition's Arrow batches to Python, which orders them by ``seq``,
+   validates the values, checks the time order, and matches every query of
+   the pass — with the lock-step DFA of :mod:`cepc.nfa.dfa` where the query
+   allows it (no aggregates, measures or WITHIN), else the reference
+   matcher's partial-match engine.
 4. Bad values and out-of-order time fields come back as error rows, so the
    driver reports the first bad row in arrival order, exactly as ``cepc match``.
-5. Collect the reports, sort by ``seq`` then query, write the match file.
+5. Collect the reports (Arrow), sort by ``seq`` then query, write the match file.
 
-Why ``mapInPandas`` over ``applyInPandas``: ``applyInPandas`` calls Python
-once per key, and with thousands of keys that call overhead dominates; a
-partition-wide matcher keeps per-key state in a dict and pays it once.
+Why ``mapInArrow`` over ``applyInPandas``: ``applyInPandas`` calls Python once
+per key — with thousands of keys that overhead dominates — and converts every
+group to pandas; a partition-wide call over Arrow batches pays both once, and
+having the whole Spark partition in hand lets the DFA step all its keys at once
+(no Spark-side sort either: numpy orders the partition by ``seq``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from .. import events
 from ..errors import EventsError, ToolError
 from ..lang import ast
 from ..lang.check import Checked
+from ..nfa import dfa, reference
 
 _ERROR = "__cepc_error__"
 
@@ -45,6 +52,7 @@ class GoldenStats:
     events: int
     matches: int
     seconds: float  # wall time of the Spark job, session start excluded
+    phases: dict[str, float] | None = None  # seconds: numbering, matching (the Spark job), writing
 
 
 def session(master: str = "local[*]"):
@@ -59,9 +67,35 @@ def session(master: str = "local[*]"):
                .config("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2) * 2)))
                .config("spark.ui.showConsoleProgress", "true")
                .config("spark.driver.memory", os.environ.get("CEPC_SPARK_DRIVER_MEMORY", "4g")))
+    local = _local_dir(master)
+    if local:
+        builder = builder.config("spark.local.dir", local)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _local_dir(master: str) -> str | None:
+    """Where an embedded Spark keeps its shuffle files: ``CEPC_SPARK_LOCAL_DIR``, else a directory
+    in RAM (/dev/shm) when it has room, since shuffle files on a slow disk dominate the job."""
+    chosen = os.environ.get("CEPC_SPARK_LOCAL_DIR")
+    if chosen or not master.startswith("local"):
+        return chosen
+    shm = Path("/dev/shm")
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize < 4 << 30 or not os.access(shm, os.W_OK):
+        return None
+    path = shm / f"cepc-spark-{os.getuid()}"
+    path.mkdir(exist_ok=True)
+    return str(path)
+
+
+def _tasks(spark) -> int:
+    """Spark partitions per shuffle: two per core, so both stay busy while one task finishes."""
+    return max(2, 2 * spark.sparkContext.defaultParallelism)
 
 
 def _python() -> str:
@@ -108,6 +142,104 @@ def _read(spark, path: Path, stream: ast.Stream):
     return df.select(*(f.name for f in stream.fields))
 
 
+def _number_parquet(df, files: list[Path]):
+    """Add ``seq`` from each file's offset (footer row counts) and Spark's row index in the file."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    offsets, total = [], 0
+    for f in files:
+        offsets += [F.lit(f.name), F.lit(total)]
+        total += pq.read_metadata(f).num_rows
+    if len({f.name for f in files}) != len(files):
+        raise EventsError(f"{files[0].parent}: events file names must be unique")
+    seq = F.create_map(*offsets)[F.col("_metadata.file_name")] + F.col("_metadata.row_index")
+    return df.withColumn("seq", seq.cast("long")), total
+
+
+def _proven_range(files: list[Path], name: str) -> tuple[int, int] | None:
+    """(min, max) of an integer column from the Parquet footers, if every row group has statistics
+    and no nulls; else None (the values must then be checked row by row)."""
+    import pyarrow.parquet as pq
+
+    lo = hi = None
+    for f in files:
+        meta = pq.read_metadata(f)
+        for g in range(meta.num_row_groups):
+            rg = meta.row_group(g)
+            col = next((rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == name), None)
+            st = col.statistics if col is not None else None
+            if st is None or not st.has_min_max or st.null_count != 0 or not isinstance(st.min, int):
+                return None
+            lo = st.min if lo is None else min(lo, st.min)
+            hi = st.max if hi is None else max(hi, st.max)
+    return None if lo is None else (lo, hi)
+
+
+_SPARK_INTS = (("byte", 8), ("short", 16), ("int", 32), ("long", 64))
+
+
+def _narrow_type(lo: int, hi: int) -> str | None:
+    """The narrowest Spark integer type holding [lo, hi]."""
+    for name, bits in _SPARK_INTS:
+        if -(1 << (bits - 1)) <= lo and hi < (1 << (bits - 1)):
+            return name
+    return None
+
+
+def _slim_parquet(df, files: list[Path], stream: ast.Stream, needed: set[str]):
+    """Shrink what the shuffle carries, checking on the way what the dropped parts could hide.
+
+    * A field no query reads is dropped when the footers prove every value valid (integers in
+      range, no nulls); otherwise it stays, to be checked and reported row by row.
+    * Integer fields proven in range travel in the narrowest Spark type their type allows.
+    * ENUM fields travel as their 1-based member code (0: not a member), with the original
+      text beside them only on rows where it is bad.
+
+    Returns the new frame and the fields whose ENUM codes the task decodes.
+    """
+    from pyspark.sql import functions as F
+
+    cols, enums = [], []
+    for f in stream.fields:
+        t = f.type
+        if isinstance(t, ast.EnumType):
+            code = F.array_position(F.array(*(F.lit(m) for m in t.members)), F.col(f.name))
+            code = F.coalesce(code, F.lit(0)).cast(_narrow_type(0, len(t.members)))
+            cols += [code.alias(f.name), F.when(code == 0, F.col(f.name)).alias(f"_bad_{f.name}")]
+            enums.append(f.name)
+            continue
+        proven = _proven_range(files, f.name) if isinstance(t, ast.INTEGER_TYPES) else None
+        valid = proven is not None and t.range[0] <= proven[0] and proven[1] <= t.range[1]
+        if not valid:
+            cols.append(F.col(f.name))
+        elif f.name in needed:
+            narrow = _narrow_type(*t.range)
+            cols.append(F.col(f.name).cast(narrow).alias(f.name) if narrow else F.col(f.name))
+    if not cols:  # no query reads a field (DEFINE A AS TRUE): keep one, which carries the row count
+        cols.append(F.col(stream.fields[0].name))
+    return df.select(*cols, "seq"), enums
+
+
+def _decode_enums(raw: pd.DataFrame, stream: ast.Stream, enums: list[str], path: Path, seqs: np.ndarray):
+    """ENUM codes back to member strings; an EventsError for the earliest row that is not a member."""
+    bad_rows = []
+    for name in enums:
+        codes = raw[name].to_numpy()
+        bad = codes == 0
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            value = raw[f"_bad_{name}"].iloc[i]
+            bad_rows.append(EventsError(f"{events.where(path, 'parquet', int(seqs[i]))}: column {name}: {value!r} "
+                                        f"is not a member of {stream.field(name).type}", int(seqs[i])))
+            continue
+        members = np.array((None,) + stream.field(name).type.members, dtype=object)
+        raw[name] = members[codes]
+    if bad_rows:
+        raise min(bad_rows, key=lambda e: e.row)
+    return raw.drop(columns=[f"_bad_{n}" for n in enums])
+
+
 def _number_rows(df):
     """Add ``seq``: the row's index in arrival order (file name, then position in the file)."""
     from pyspark.sql import functions as F
@@ -126,139 +258,155 @@ def _number_rows(df):
     return df.drop("_file", "_pid", "_mid", "_shift"), total
 
 
+def _key_is_long(stream: ast.Stream, name: str) -> bool:
+    """Keys travel as Spark longs when every value fits (written by pandas), else as text."""
+    t = stream.field(name).type
+    return isinstance(t, ast.INTEGER_TYPES) and t.range[1] < (1 << 63)
+
+
 def _output_schema(checked: Checked) -> str:
     keys, measures = events.match_columns(checked)
-    cols = ["seq long", "query int", f"{_ERROR} string"] + [f"`k_{k}` string" for k in keys] \
+    cols = ["seq long", "query int", f"{_ERROR} string"] \
+        + [f"`k_{k}` {'long' if _key_is_long(checked.stream, k) else 'string'}" for k in keys] \
         + [f"`m_{m}` string" for m in measures]
     return ", ".join(cols)
 
 
-def _matcher_task(checked: Checked, qi: int, path_text: str, kind: str):
-    """The function each Spark partition runs: validate, check order, match, emit rows."""
+def _reports(checked: Checked, qi: int, frame: pd.DataFrame, seqs: np.ndarray, rows: np.ndarray,
+             measures: list[tuple] | None):
+    """The report rows of query ``qi`` at ``rows`` of ``frame``, as an Arrow batch in the output schema."""
+    import pyarrow as pa
+
+    q = checked.queries[qi]
+    keys, names = events.match_columns(checked)
+    n = len(rows)
+    cols = {"seq": pa.array(seqs[rows].astype(np.int64)), "query": pa.array(np.full(n, qi, dtype=np.int32)),
+            _ERROR: pa.nulls(n, pa.string())}
+    for k in keys:
+        long = _key_is_long(checked.stream, k)
+        if k not in q.partition_by:
+            cols[f"k_{k}"] = pa.nulls(n, pa.int64() if long else pa.string())
+        elif long:
+            cols[f"k_{k}"] = pa.array(frame[k].to_numpy()[rows].astype(np.int64))
+        else:
+            cols[f"k_{k}"] = pa.array([events.format_value(v) for v in frame[k].to_numpy()[rows].tolist()],
+                                      pa.string())
+    mine = [m.alias for m in q.measures]
+    for name in names:
+        cols[f"m_{name}"] = (pa.array([events.format_value(m[mine.index(name)]) for m in measures], pa.string())
+                             if measures is not None and name in mine else pa.nulls(n, pa.string()))
+    return pa.RecordBatch.from_pydict(cols)
+
+
+def _matcher_task(checked: Checked, queries: list[int], path_text: str, kind: str, enums: list[str]):
+    """The function each Spark partition runs over its Arrow batches: every row of a key is here."""
 
     def run(batches):
-        from ..nfa import reference
+        import pyarrow as pa
 
-        q = checked.queries[qi]
-        keys, measures = events.match_columns(checked)
-        qm = reference.QueryMatcher(checked, qi)
-        last_time: dict = {}  # partition key → (time, seq) of its latest tuple, across batches
-        first_error = None  # (seq, message): rows come sorted by key, so keep the smallest seq
-
-        def note(seq: int, message: str):
-            nonlocal first_error
-            if first_error is None or seq < first_error[0]:
-                first_error = (seq, message)
-
-        for raw in batches:
-            if raw.empty:
-                continue
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        raw = pa.Table.from_batches(batches).to_pandas()
+        seqs = raw["seq"].to_numpy()
+        if len(seqs) > 1 and (np.diff(seqs) < 0).any():  # arrival order (shuffle blocks come as sorted runs)
+            raw = raw.iloc[np.argsort(seqs, kind="stable")].reset_index(drop=True)
             seqs = raw["seq"].to_numpy()
-            try:
-                frame = events.convert_frame(raw, checked.stream, Path(path_text), kind, seqs)
-            except EventsError as e:
-                note(e.row if e.row is not None else int(seqs[0]), str(e))
-                continue
-            pkeys = reference.partition_keys(frame, q.partition_by)
-            if q.order_by:
-                bad = _order_violation(frame, q, pkeys, seqs, last_time)
-                if bad is not None:
-                    i, prev_time, prev_seq = bad
-                    part = ", ".join(f"{f}={frame[f].iloc[i]}" for f in q.partition_by)
-                    place = events.where(Path(path_text), kind, int(seqs[i]))
-                    note(int(seqs[i]), f"{place}: {q.order_by} {frame[q.order_by].iloc[i]} is earlier than "
-                                       f"{prev_time} at seq {prev_seq} in {'partition ' + part if part else 'the stream'}; "
-                                       f"query {q.name} needs non-decreasing {q.order_by} (cepc never reorders)")
-            if first_error is not None:
-                continue  # only looking for an earlier error now; the matches would be thrown away
-            matches = qm.run(frame, pkeys, seqs)
-            if not matches:
-                continue
-            rows = np.fromiter((mt.row for mt in matches), dtype=np.int64, count=len(matches))
-            out = pd.DataFrame({"seq": seqs[rows].astype(np.int64), "query": np.full(len(rows), qi, dtype=np.int32),
-                                _ERROR: None})
-            for k in keys:
-                out[f"k_{k}"] = frame[k].to_numpy()[rows].astype(str) if k in q.partition_by else None
-            mine = [mm.alias for mm in q.measures]
-            for name in measures:
-                out[f"m_{name}"] = ([events.format_value(mt.measures[mine.index(name)]) for mt in matches]
-                                    if name in mine else None)
-            yield out
-        if first_error is not None:
-            yield _error_row(checked, *first_error)
+        # the fields that came through (the Parquet path drops the proven-valid ones no query reads)
+        stream = ast.Stream(checked.stream.name, tuple(f for f in checked.stream.fields if f.name in raw.columns))
+        try:
+            raw = _decode_enums(raw, stream, enums, Path(path_text), seqs)
+            frame = events.convert_frame(raw, stream, Path(path_text), kind, seqs)
+        except EventsError as e:
+            yield _error_batch(checked, e.row if e.row is not None else int(seqs[0]), str(e))
+            return
+        mine = [checked.queries[i] for i in queries]
+        groups = {}  # the pass's PARTITION BY: codes and grouped order, shared by the order check and the DFA
+        for q in mine:
+            if q.partition_by not in groups:
+                codes = events.group_codes(frame, q.partition_by)
+                groups[q.partition_by] = (codes, events.grouped_order(codes))
+        error = events.first_order_error(frame, mine, path_text, kind, seqs, groups)
+        if error is not None:
+            yield _error_batch(checked, error.row, str(error))
+            return
+        for qi in queries:
+            qm = reference.QueryMatcher(checked, qi)
+            if qm.simple:
+                try:
+                    rows = dfa.FastMatcher(qm).match(frame, *groups[qm.query.partition_by])
+                    measures = None
+                except dfa.DfaTooLarge:  # the subset construction exploded: the reference engine is exact
+                    rows, measures = _reference(qm, frame, seqs)
+            else:
+                rows, measures = _reference(qm, frame, seqs)
+            if len(rows):
+                yield _reports(checked, qi, frame, seqs, rows, measures)
 
     return run
 
 
-def _order_violation(frame: pd.DataFrame, q: ast.Query, pkeys: list, seqs: np.ndarray, last_time: dict):
-    """The first row (rows are sorted by key, then seq) whose time is below its key's previous one.
-
-    Returns (row, previous time, previous seq) or None; updates ``last_time``.
-    """
-    times = frame[q.order_by].to_numpy()
-    n = len(times)
-    if n == 0:
-        return None
-    keys = np.empty(n, dtype=object)
-    keys[:] = pkeys if q.partition_by else [0] * n
-    same = np.zeros(n, dtype=bool)
-    same[1:] = keys[1:] == keys[:-1]
-    back = np.zeros(n, dtype=bool)
-    back[1:] = same[1:] & (times[1:] < times[:-1])
-    starts = np.flatnonzero(~same)  # first row of each key in this batch: compare with the last batch
-    for i in starts:
-        prev = last_time.get(keys[i])
-        if prev is not None and times[i] < prev[0]:
-            back[i] = True
-    hits = np.flatnonzero(back)
-    if len(hits):
-        i = int(hits[np.argmin(seqs[hits])])
-        if same[i]:
-            return i, times[i - 1], int(seqs[i - 1])
-        prev = last_time[keys[i]]
-        return i, prev[0], prev[1]
-    ends = np.append(starts[1:] - 1, n - 1)
-    for i in ends:
-        last_time[keys[i]] = (times[i], int(seqs[i]))
-    return None
+def _reference(qm: reference.QueryMatcher, frame: pd.DataFrame, seqs: np.ndarray):
+    found = qm.run(frame, reference.partition_keys(frame, qm.query.partition_by), seqs)
+    rows = np.fromiter((m.row for m in found), dtype=np.int64, count=len(found))
+    return rows, ([m.measures for m in found] if qm.query.measures else None)
 
 
-def _error_row(checked: Checked, seq: int, message: str) -> pd.DataFrame:
+def _error_batch(checked: Checked, seq: int, message: str):
+    """One row carrying an error message (query -1) in the output schema."""
+    import pyarrow as pa
+
     keys, measures = events.match_columns(checked)
-    row = {"seq": [seq], "query": [-1], _ERROR: [message]}
-    row.update({f"k_{k}": [None] for k in keys})
-    row.update({f"m_{m}": [None] for m in measures})
-    return pd.DataFrame(row)
+    cols = {"seq": pa.array([seq], pa.int64()), "query": pa.array([-1], pa.int32()), _ERROR: pa.array([message])}
+    for k in keys:
+        cols[f"k_{k}"] = pa.nulls(1, pa.int64() if _key_is_long(checked.stream, k) else pa.string())
+    for m in measures:
+        cols[f"m_{m}"] = pa.nulls(1, pa.string())
+    return pa.RecordBatch.from_pydict(cols)
 
 
 def golden(checked: Checked, events_path: str | Path, output: str | Path, master: str = "local[*]") -> GoldenStats:
     """Run every query of ``checked`` over the events on Spark and write the match file."""
     import time
 
+    import pyarrow as pa
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
     path = Path(events_path)
     spark = session(master)
     t0 = time.perf_counter()
+    kind = "parquet" if _is_parquet(path) else "csv"
+    schema = _output_schema(checked)
     try:
         df = _read(spark, path, checked.stream)
-        df, total = _number_rows(df)
-        if len(checked.queries) > 1:  # several passes over the numbered input; one pass is cheaper uncached
-            df = df.cache()
-        schema = _output_schema(checked)
-        results = []
+        enums: list[str] = []
+        if kind == "parquet":
+            df, total = _number_parquet(df, _data_files(path))
+            needed = {n for qi in range(len(checked.queries)) for n in reference.QueryMatcher(checked, qi).fields}
+            df, enums = _slim_parquet(df, _data_files(path), checked.stream, needed)
+        else:
+            df, total = _number_rows(df)
+        t1 = time.perf_counter()
+        passes: dict[tuple, list[int]] = {}  # one shuffle per distinct PARTITION BY
         for qi, q in enumerate(checked.queries):
-            keyed = df.repartition(*q.partition_by) if q.partition_by else df.repartition(1)
-            keyed = keyed.sortWithinPartitions(*q.partition_by, "seq")
-            task = _matcher_task(checked, qi, str(path), "parquet" if _is_parquet(path) else "csv")
-            results.append(keyed.mapInPandas(task, schema))
+            passes.setdefault(q.partition_by, []).append(qi)
+        if len(passes) > 1 and kind == "csv":  # several passes over the numbered input
+            df = df.cache()
+        results = []
+        for keys, queries in passes.items():
+            # an explicit count: adaptive execution would otherwise merge small inputs into one task
+            keyed = df.repartition(_tasks(spark), *keys) if keys else df.coalesce(1)
+            task = _matcher_task(checked, queries, str(path), kind, enums)
+            results.append(keyed.mapInArrow(task, schema))
         out = results[0]
         for r in results[1:]:
             out = out.unionByName(r)
-        found = out.toPandas()
-        if len(checked.queries) > 1:
+        # nullable Int64 keeps integer keys exact (a plain int64 column with gaps would become float)
+        found = out.toArrow().to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+        if len(passes) > 1 and kind == "csv":
             df.unpersist()
+        t2 = time.perf_counter()
     except (Py4JJavaError, PySparkException) as e:
         text = str(e)
         raise ToolError("the Spark job failed", ["spark", master], text[-3000:]) from None
@@ -266,11 +414,11 @@ def golden(checked: Checked, events_path: str | Path, output: str | Path, master
     if len(errors):
         first = errors.sort_values("seq").iloc[0]
         raise EventsError(first[_ERROR])
-    found = found.sort_values(["seq", "query"], kind="stable")
+    found = found.sort_values(["seq", "query"], kind="stable", ignore_index=True)  # SPEC §5
     keys, measures = events.match_columns(checked)
-    rows = [[("" if pd.isna(v) else str(v)) for v in r] for r in
-            zip(*(found[f"k_{k}"] for k in keys), found["seq"].astype(str),
-                (checked.queries[int(i)].name for i in found["query"]),
-                *(found[f"m_{m}"] for m in measures))]
-    events.write_matches(output, checked, rows)
-    return GoldenStats(total, len(rows), time.perf_counter() - t0)
+    names = np.array([q.name for q in checked.queries], dtype=object)
+    table = pd.DataFrame({**{k: found[f"k_{k}"] for k in keys}, "seq": found["seq"],
+                          "query": names[found["query"].to_numpy()], **{m: found[f"m_{m}"] for m in measures}})
+    events.write_match_frame(output, table)
+    t3 = time.perf_counter()
+    return GoldenStats(total, len(found), t3 - t0, {"numbering": t1 - t0, "matching": t2 - t1, "writing": t3 - t2})

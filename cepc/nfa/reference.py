@@ -169,6 +169,7 @@ class QueryMatcher:
         self.agg_keys = tuple(keys)
         self.measures = [evaluate.scalar(m.expr, measure=True) for m in q.measures]
         self.time = q.order_by
+        self.fields = fields_read(checked.stream, q)
         self.within = q.within
         # WITHIN without aggregates in DEFINE keeps the latest start (SPEC §3.5)
         self.latest = q.within is not None and not self.agg_preds
@@ -185,20 +186,31 @@ class QueryMatcher:
 
     def run(self, frame: pd.DataFrame, keys: np.ndarray, seqs: np.ndarray) -> list[Match]:
         """Feed a batch (rows in arrival order); ``keys`` are hashable partition ids per row."""
-        cols = {f.name: frame[f.name].to_numpy() for f in self.stream.fields}
+        cols = self.columns(frame)
         pred_masks = self._pred_masks(cols, len(frame))
         if self.simple:
             return self._run_simple(keys, pred_masks)
         return self._run_general(frame, keys, seqs, pred_masks)
 
+    def columns(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
+        """The columns the query reads (at least one, which gives constant predicates their length)."""
+        return {n: frame[n].to_numpy() for n in self.fields or [frame.columns[0]]}
+
     def _pred_masks(self, cols, n: int) -> list[int]:
-        """Per row, the bit set of positions whose aggregate-free predicate holds."""
+        return self.pred_masks(cols, n).tolist()
+
+    def pred_masks(self, cols, n: int) -> np.ndarray:
+        """Per row, the bit set of positions whose aggregate-free predicate holds
+        (int64, or Python integers beyond 62 positions)."""
         out = np.full(n, self._always, dtype=object if self.pos.n > 62 else np.int64)
         for fn, posmask in zip(self._vector_fns.values(), self._pred_pos):
             if posmask:
                 hit = fn(cols)
-                out[hit] = out[hit] | posmask
-        return out.tolist()
+                if out.dtype == object:
+                    out[hit] = out[hit] | posmask
+                else:
+                    out |= np.where(hit, posmask, 0)
+        return out
 
     def _step(self, state: int, satisfied: int) -> tuple[int, bool]:
         reach = self.pos.first
@@ -224,7 +236,7 @@ class QueryMatcher:
         return out
 
     def _run_general(self, frame, keys, seqs, pred_masks) -> list[Match]:
-        names = [f.name for f in self.stream.fields]
+        names = self.fields
         values = [frame[n].tolist() for n in names]
         time_col = frame[self.time].tolist() if self.time else None
         pos, out, qi = self.pos, [], self.index
@@ -286,6 +298,14 @@ class Matcher:
             out += qm.run(frame, partition_keys(frame, qm.query.partition_by), seqs)
         out.sort(key=lambda m: (m.row, m.query))
         return out
+
+
+def fields_read(stream: ast.Stream, q: ast.Query) -> list[str]:
+    """The fields a query reads (keys, DEFINE, MEASURES, time), in schema order."""
+    used = set(q.partition_by) | {q.order_by} - {None}
+    for e in [d.expr for d in q.defines] + [m.expr for m in q.measures]:
+        used |= {n.name for n in ast.walk(e) if isinstance(n, ast.FieldRef)}
+    return [f.name for f in stream.fields if f.name in used]
 
 
 def partition_keys(frame: pd.DataFrame, fields: tuple[str, ...]) -> list:
