@@ -96,6 +96,39 @@ def test_framer_discards_a_partial_tuple_and_resyncs(width):
     assert malformed == 1
 
 
+@pytest.mark.parametrize("width,tb,every", [(64, 13, 2), (64, 13, 1), (128, 13, 1), (8, 13, 2), (24, 5, 2),
+                                             (512, 13, 1), (512, 100, 1)])
+def test_framer_sustains_the_input_bandwidth(width, tb, every):
+    # cycles per tuple in steady state: the bus's bytes per cycle, or the consumer's rate
+    f = Framer(width, tb)
+    wb, n = width // 8, 120
+    data = bytes(i % 251 for i in range(tb * n))
+    cycles = []
+
+    async def source(ctx):
+        for i in range(0, len(data), wb):
+            chunk = data[i:i + wb]
+            ctx.set(f.data, int.from_bytes(chunk, "little"))
+            ctx.set(f.keep, (1 << len(chunk)) - 1)
+            ctx.set(f.last, int(i + wb >= len(data)))
+            ctx.set(f.valid, 1)
+            await ctx.tick().until(f.ready)
+        ctx.set(f.valid, 0)
+
+    async def sink(ctx):
+        cycle = 0
+        while len(cycles) < n:
+            ctx.set(f.tuples.ready, cycle % every == 0)
+            _, _, v, r = await ctx.tick().sample(f.tuples.valid, f.tuples.ready)
+            cycle += 1
+            if v and r:
+                cycles.append(cycle)
+
+    run(f, source, sink)
+    per_tuple = (cycles[-1] - cycles[0]) / (n - 1)
+    assert per_tuple <= max(every, tb / wb) + 0.01
+
+
 def test_framer_rejects_bad_bus_widths():
     for w in (0, 4, 12, 520):
         with pytest.raises(ValueError, match=r"^bus width must be a multiple of 8 between 8 and 512, not"):

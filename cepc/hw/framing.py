@@ -20,15 +20,18 @@ class Framer(wiring.Component):
 
     Output: ``tuples`` carries the packed tuple (``tuple_bytes * 8`` bits).
 
-    Throughput: one tuple per cycle when ``width`` ≥ the tuple width, else one
-    per ⌈tuple/width⌉ beats; the cycle after a packet's last beat takes no
-    input (it trims the packet to whole tuples). Latency: a tuple is offered
-    the cycle after the beat that completes it. ``ready`` and ``tuples.valid``
-    are registers.
+    Throughput: the input's, a beat per cycle, up to one tuple per cycle; the
+    buffer holds two tuples and a beat, so a consumer that takes a tuple
+    every other cycle still gets one every other cycle from a bus narrower
+    than a tuple. The cycle after a packet's last beat takes no input (it
+    trims the packet to whole tuples). Latency: a tuple is offered the cycle
+    after the beat that completes it. ``ready`` and ``tuples.valid`` are
+    registers.
 
     Timing: every candidate next byte count (with or without a beat, with or
-    without a tuple leaving) and its flags are computed in parallel from
-    registers; the handshake only selects among them.
+    without a tuple leaving), its differences from one and two tuples, and
+    so the flags, are computed in parallel from registers; the handshake only
+    selects among them.
     """
 
     def __init__(self, width: int, tuple_bytes: int):
@@ -46,12 +49,17 @@ class Framer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         wb, tb = self._wb, self._tb
-        cap = tb + wb  # bytes the buffer can hold
+        # Two tuples and a beat: a beat may arrive while a whole tuple waits for its consumer
+        # and the next one is partly in (with room for one tuple only, a tuple every other cycle
+        # from a bus narrower than a tuple would take three cycles).
+        cap = 2 * tb + wb  # bytes the buffer can hold
         buf = Signal(cap * 8)
         count = Signal(range(cap + 1))  # bytes held
-        count_m = Signal(signed(len(Signal(range(cap + 1))) + 1), init=-tb)  # count - tb
+        m_shape = signed(len(count) + 2)  # down to -3 tb
+        count_m = Signal(m_shape, init=-tb)  # count - tb
+        count_m2 = Signal(m_shape, init=-2 * tb)  # count - 2 tb
         have = Signal()  # count >= tb: a whole tuple is ready
-        room = Signal(init=1)  # count <= tb and not trimming: a beat fits
+        room = Signal(init=1)  # count <= 2 tb and not trimming: a beat fits
         trim = Signal()  # the previous beat ended a packet: round count down to whole tuples
 
         # bytes in this beat: keep is contiguous from byte 0
@@ -83,49 +91,53 @@ class Framer(wiring.Component):
             m.d.sync += buf.eq(shifted)
 
         # --- byte count: candidates in parallel ------------------------------------------------
-        # Each candidate next count comes with its own `count - tb`, computed from registers and
-        # the input in parallel; the handshake selects one pair, and the flags are the sign and
-        # zero of the selected difference — no carry chain after the selection.
-        m_shape = signed(len(count) + 1)
-
-        def pair(name, value, minus):
+        # Each candidate next count comes with its own `count - tb` and `count - 2 tb`, computed
+        # from registers and the input in parallel; the handshake selects one triple, and the
+        # flags are the sign and zero of the selected differences — no carry chain after the
+        # selection.
+        def triple(name, value, minus, minus2):
             c = Signal(range(cap + 1), name=f"{name}_count")
             d = Signal(m_shape, name=f"{name}_minus")
-            m.d.comb += [c.eq(value), d.eq(minus)]
-            return c, d
+            d2 = Signal(m_shape, name=f"{name}_minus2")
+            m.d.comb += [c.eq(value), d.eq(minus), d2.eq(minus2)]
+            return c, d, d2
 
-        stay = pair("stay", count, count_m)
-        out1 = pair("emit", count_m, count_m - tb)
-        take1 = pair("take", count + nbytes, count_m + nbytes)
-        both = pair("take_emit", count_m + nbytes, count_m + nbytes - tb)
+        stay = triple("stay", count, count_m, count_m2)
+        out1 = triple("emit", count_m, count_m2, count_m2 - tb)
+        take1 = triple("take", count + nbytes, count_m + nbytes, count_m2 + nbytes)
+        both = triple("take_emit", count_m + nbytes, count_m2 + nbytes, count_m2 + nbytes - tb)
 
         # trim: the largest whole number of tuples in `count`; candidates are constants per k
-        trim_pair = pair("trim", 0, -tb)
-        trim_emit = pair("trim_emit", 0, -tb)
+        trim_k = triple("trim", 0, -tb, -2 * tb)
+        trim_emit = triple("trim_emit", 0, -tb, -2 * tb)
         for k in range(1, cap // tb + 1):
             with m.If(count >= k * tb):
-                m.d.comb += [trim_pair[0].eq(k * tb), trim_pair[1].eq((k - 1) * tb),
-                             trim_emit[0].eq((k - 1) * tb), trim_emit[1].eq((k - 2) * tb)]
+                m.d.comb += [trim_k[0].eq(k * tb), trim_k[1].eq((k - 1) * tb), trim_k[2].eq((k - 2) * tb),
+                             trim_emit[0].eq((k - 1) * tb), trim_emit[1].eq((k - 2) * tb),
+                             trim_emit[2].eq((k - 3) * tb)]
 
-        after, after_m = Signal.like(count), Signal(m_shape)
+        after, after_m, after_m2 = Signal.like(count), Signal(m_shape), Signal(m_shape)
+
+        def select(a, b):
+            m.d.comb += [x.eq(Mux(emit, u, v)) for x, u, v in zip((after, after_m, after_m2), a, b)]
+
         with m.If(trim):
-            m.d.comb += [after.eq(Mux(emit, trim_emit[0], trim_pair[0])),
-                         after_m.eq(Mux(emit, trim_emit[1], trim_pair[1]))]
+            select(trim_emit, trim_k)
         with m.Elif(take):
-            m.d.comb += [after.eq(Mux(emit, both[0], take1[0])), after_m.eq(Mux(emit, both[1], take1[1]))]
+            select(both, take1)
         with m.Else():
-            m.d.comb += [after.eq(Mux(emit, out1[0], stay[0])), after_m.eq(Mux(emit, out1[1], stay[1]))]
+            select(out1, stay)
 
-        negative = after_m[-1]
-        zero = after_m == 0
         m.d.sync += [
             count.eq(after),
             count_m.eq(after_m),
-            have.eq(~negative),
-            # a packet's last beat blocks the next cycle's input, when the packet is trimmed
-            room.eq((negative | zero) & ~(take & self.last)),
+            count_m2.eq(after_m2),
+            have.eq(~after_m[-1]),
+            # a beat fits while at most two tuples are held (count <= 2 tb); a packet's last beat
+            # blocks the next cycle's input, when the packet is trimmed
+            room.eq((after_m2[-1] | (after_m2 == 0)) & ~(take & self.last)),
             trim.eq(take & self.last),
         ]
-        with m.If(trim & (trim_pair[0] != count)):
+        with m.If(trim & (trim_k[0] != count)):
             m.d.sync += self.malformed.eq(self.malformed + 1)
         return m
