@@ -262,20 +262,21 @@ def write_matches(path: str | Path, checked: Checked, rows: list[list[str]]) -> 
         w.writerows(rows)
 
 
-def write_match_frame(path: str | Path, table: pd.DataFrame) -> None:
-    """Write a match file from a frame already in match-file column order (None/NA → empty cell),
-    byte-identical to :func:`write_matches`: the csv module's minimal quoting."""
+def write_match_table(path: str | Path, table) -> None:
+    """Write a match file from an Arrow table already in match-file column order (null → empty
+    cell), byte-identical to :func:`write_matches`: the csv module's minimal quoting."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
     with open(path, "w", newline="") as fh:
-        csv.writer(fh, lineterminator="\n").writerow(table.columns)
+        csv.writer(fh, lineterminator="\n").writerow(table.column_names)
     try:  # Arrow's writer is fast; with no quoting it refuses any value that would need quotes
-        data = pa.Table.from_pandas(table, preserve_index=False)
         with open(path, "ab") as fh:
-            pacsv.write_csv(data, fh, pacsv.WriteOptions(include_header=False, quoting_style="none"))
+            pacsv.write_csv(table, fh, pacsv.WriteOptions(include_header=False, quoting_style="none"))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        table.to_csv(path, index=False, lineterminator="\n", na_rep="")
+        with open(path, "a", newline="") as fh:
+            rows = zip(*(["" if v is None else str(v) for v in c.to_pylist()] for c in table.columns))
+            csv.writer(fh, lineterminator="\n").writerows(rows)
 
 
 def read_matches(path: str | Path) -> tuple[list[str], list[list[str]]]:

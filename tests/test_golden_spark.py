@@ -131,3 +131,54 @@ def test_query_reading_no_field_on_parquet(spark, tmp_path):
     pd.DataFrame({"x": [1, 2, 3], "f": [1, 0, 1]}).to_parquet(ev)
     golden.golden(check(parse(text)), ev, tmp_path / "g.csv")
     assert read(tmp_path / "g.csv") == [["seq", "query"], ["1", "q0"], ["2", "q0"]]
+
+
+def test_packed_shuffle_carries_every_type_exactly(spark, tmp_path):
+    # The Parquet road bit-packs ENUM codes, proven integers (offset from their minimum, signed
+    # and up to 64-bit) and seq into 63-bit words, over several words; keys packed and loose.
+    query = """CREATE STREAM s (t TIMESTAMP, a INT64, b UINT64, c INT8, e ENUM('x', 'y', 'z'),
+                                n CHAR(3), f BOOL, u UINT32);
+        NAME wide PARTITION BY b, n AFTER MATCH CONTINUE PATTERN (P Q+)
+            DEFINE P AS a < 0 AND e = 'x', Q AS c >= -3 OR f;
+        NAME neg PARTITION BY c, e PATTERN (P Q R?) DEFINE P AS a > 0, Q AS u > 4000000000, R AS NOT f;"""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    n = 6000
+    frame = pd.DataFrame({
+        "t": np.arange(n, dtype=np.int64) * 3,
+        "a": rng.choice([-(1 << 40), -5, 0, 9, (1 << 40)], n),
+        "b": rng.choice(np.array([(1 << 64) - 1, (1 << 63) + 4, 17], dtype=np.uint64), n),
+        "c": rng.integers(-128, 128, n).astype(np.int8),
+        "e": rng.choice(["x", "y", "z"], n),
+        "n": rng.choice(["ab", "abc", ""], n),
+        "f": rng.integers(0, 2, n).astype(bool),
+        "u": rng.choice(np.array([0, 4000000001, (1 << 32) - 1], dtype=np.uint32), n),
+    })
+    q = tmp_path / "q.sql"
+    q.write_text(query)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i in range(0, n, 2500):
+        frame.iloc[i:i + 2500].to_parquet(parts / f"p{i // 2500}.parquet")
+    whole = tmp_path / "all.parquet"
+    frame.to_parquet(whole)
+    checked = check(parse(query))
+    numbered, total = golden._number_parquet(golden._read(spark, whole, checked.stream), [whole])
+    _, packing = golden._pack_parquet(numbered, [whole], checked.stream, set(frame.columns), total)
+    assert packing.words == 2 and packing.loose == ("b", "n")  # b spans 64 bits, n is text
+    assert packing.slot("a").base == -(1 << 40) and packing.slot("e").members == ("x", "y", "z")
+    g, m = run_both(q, whole, tmp_path)
+    assert g == m and len(g) > 500
+    assert {r[0] for r in g[1:] if r[0]} == {str((1 << 64) - 1), str((1 << 63) + 4), "17"}
+    golden.golden(check(parse(query)), parts, tmp_path / "parts.csv")
+    assert read(tmp_path / "parts.csv") == m
+
+
+def test_parquet_nulls_travel_loose_and_are_named(spark, tmp_path):
+    query = check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql"))
+    ev = tmp_path / "e.parquet"
+    pd.DataFrame({"time": [1, 2, 3, 4], "checkpoint": ["Queens"] * 4, "runner": pd.array([1, 2, None, 1], "Int64"),
+                  "speed": [2, 2, 2, 2]}).to_parquet(ev)
+    with pytest.raises(EventsError, match=r"row 2: column runner: .* is not an integer"):
+        golden.golden(query, ev, tmp_path / "g.csv")

@@ -193,8 +193,10 @@ class QueryMatcher:
         return self._run_general(frame, keys, seqs, pred_masks)
 
     def columns(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
-        """The columns the query reads (at least one, which gives constant predicates their length)."""
-        return {n: frame[n].to_numpy() for n in self.fields or [frame.columns[0]]}
+        """The columns the query reads (at least one, which gives constant predicates their length).
+        An ENUM column held as a pandas Categorical stays one: ``=`` and ``IN`` then compare codes."""
+        return {n: frame[n].array if isinstance(frame[n].dtype, pd.CategoricalDtype) else frame[n].to_numpy()
+                for n in self.fields or [frame.columns[0]]}
 
     def _pred_masks(self, cols, n: int) -> list[int]:
         return self.pred_masks(cols, n).tolist()
