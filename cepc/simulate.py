@@ -50,6 +50,7 @@ class SimResult:
     spilled: list[dict]
     seconds: float
     build_seconds: float
+    input_cycles: int  # clock cycles from the first input beat offered to the last one taken
 
 
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
@@ -143,7 +144,7 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
     out = json.loads(result_path.read_text())
     rows_out = record_rows(checked, design, [decode_record(design, word) for word in out["records"]])
     spilled = [design.tuple.unpack(w) for w in out["spilled"]]
-    return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0)
+    return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0, out["input_cycles"])
 
 
 def record_rows(checked: Checked, design, decoded: list[dict]) -> list[list[str]]:
@@ -211,8 +212,10 @@ def main_sim(args) -> int:
     events.write_matches(args.output, checked, result.rows)
     c = result.counters
     rate = len(frame) / result.seconds if result.seconds else float("inf")
+    per_cycle = len(frame) / result.input_cycles if result.input_cycles else 0
     print(f"{len(frame)} tuples, {len(result.rows)} matches → {args.output} (build {result.build_seconds:.1f} s, "
-          f"run {result.seconds:.1f} s, {rate:,.0f} tuples/s); counters: " +
+          f"run {result.seconds:.1f} s, {rate:,.0f} tuples/s; {result.input_cycles} cycles, "
+          f"{per_cycle:.2f} tuples/cycle); counters: " +
           ", ".join(f"{k} {v}" for k, v in c.items()), file=sys.stderr)
     if c["dropped"]:
         print(f"warning: {c['dropped']} tuples did not fit the partitioner (spilled); results are not exact — "

@@ -13,6 +13,7 @@ Configuration comes from the JSON file named by ``CEPC_SIM_CONFIG``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 from pathlib import Path
@@ -20,7 +21,10 @@ from pathlib import Path
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.simtime import get_sim_time
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+
+PERIOD_NS = 10
 
 
 def _pauses(rng: random.Random, probability: float):
@@ -36,10 +40,12 @@ async def stream_events(dut):
     packet = config["packet_tuples"] * tuple_bytes
     rng = random.Random(config["seed"])
 
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
     source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s"), dut.clk, dut.rst)
     matches = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m"), dut.clk, dut.rst)
     spill = AxiStreamSink(AxiStreamBus.from_prefix(dut, "spill"), dut.clk, dut.rst)
+    for endpoint in (source, matches, spill):  # a log line per frame costs more than the frame
+        endpoint.log.setLevel(logging.WARNING)
     if config["stall"] > 0:
         source.set_pause_generator(_pauses(rng, config["stall"]))
     if config["backpressure"] > 0:
@@ -51,9 +57,11 @@ async def stream_events(dut):
     dut.rst.value = 0
     await RisingEdge(dut.clk)
 
+    started = get_sim_time("ns")
     for start in range(0, len(data), packet):
         await source.send(AxiStreamFrame(data[start:start + packet]))
     await source.wait()
+    input_cycles = round((get_sim_time("ns") - started) / PERIOD_NS)
 
     # drain: wait until nothing has come out for a pipeline's worth of cycles
     records, spilled = [], []
@@ -70,4 +78,5 @@ async def stream_events(dut):
             quiet = 0
     counters = {name: int(getattr(dut, name).value) for name in
                 ("tuples_in", "matches_out", "dropped", "malformed", "evicted")}
-    Path(config["output"]).write_text(json.dumps({"records": records, "spilled": spilled, "counters": counters}))
+    Path(config["output"]).write_text(json.dumps({"records": records, "spilled": spilled, "counters": counters,
+                                                  "input_cycles": input_cycles}))

@@ -11,17 +11,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 from amaranth.sim import Simulator
 
-from cepc import events
 from cepc.hw.top import Top
 from cepc.lang.check import Checked
-from cepc.nfa import reference
 from cepc.nfa.lower import lower
 from cepc.plan import DesignPlan
 from cepc.simulate import decode_record, record_rows
+
+from oracle import expected_rows
 
 
 def beats(data: bytes, width: int, last: bool = True) -> list[tuple[int, int, int]]:
@@ -104,11 +103,6 @@ def hw_rows(design: DesignPlan, result: SimResult, checked: Checked) -> list[lis
     return record_rows(checked, design, result.records)
 
 
-def reference_rows(checked: Checked, frame: pd.DataFrame) -> list[list[str]]:
-    matches = reference.Matcher(checked).run(frame, np.arange(len(frame)))
-    return events.match_rows(checked, frame, matches)
-
-
 def run_and_compare(checked: Checked, frame: pd.DataFrame, **kw) -> SimResult:
     """Simulate ``frame`` through the design of ``checked`` and assert the records equal the reference."""
     design = lower(checked)
@@ -123,7 +117,7 @@ def run_and_compare(checked: Checked, frame: pd.DataFrame, **kw) -> SimResult:
         packets = [beats(data, width)]
     result = simulate(design, packets, **kw)
     assert result.counters["dropped"] == 0
-    assert hw_rows(design, result, checked) == reference_rows(checked, frame)
+    assert hw_rows(design, result, checked) == expected_rows(checked, frame)
     assert result.counters["tuples_in"] == len(frame)
     assert result.counters["matches_out"] == len(result.records)
     return result

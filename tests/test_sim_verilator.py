@@ -6,19 +6,21 @@ Slow (each distinct design is a C++ build); builds are cached under build/sim/.
 from __future__ import annotations
 
 import csv
+import random
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from cepc import events
 from cepc.cli import main
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
+from cepc.nfa.lower import lower
 from cepc.simulate import SimOptions, simulate
 
 import patterns as pt
+from oracle import expected_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -39,25 +41,35 @@ def test_examples_simulate_to_their_expected_files(example, tmp_path):
     assert read(out) == read(query.parent / "expected.csv")
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_corpus_matches_the_reference(seed, tmp_path):
-    rng = np.random.default_rng(seed)
-    after = "CONTINUE" if seed % 2 else "SKIP PAST LAST ROW"
-    pattern = ["(P0 P3* P2 | P1 P1+ .)", "(P0 (P2 | P3){1,3} P1?)", "(. P2 P3* P0)"][seed - 1]
-    text = pt.schema() + f"PARTITION BY k AFTER MATCH {after} PATTERN {pattern} DEFINE {pt.defines()};"
-    checked = check(parse(text))
-    n = 3000
-    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": rng.integers(0, 10, n),
-                          "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
-    from cepc.nfa import reference
+CORPUS = [  # seed: (bus width, tuples per packet, AFTER MATCH)
+    (1, 8, 1, "CONTINUE"), (2, 64, 7, "SKIP PAST LAST ROW"), (3, 512, 100, "CONTINUE"),
+    (4, 24, 13, "SKIP PAST LAST ROW"), (5, 40, 64, "SKIP PAST LAST ROW"), (6, 128, 3, "CONTINUE"),
+]
 
-    want = events.match_rows(checked, frame, reference.Matcher(checked).run(frame))
-    result = simulate(checked, frame, SimOptions(bus_width=[8, 64, 512][seed - 1], partitions=12,
-                                                 packet_tuples=[1, 7, 100][seed - 1], stall=0.2,
-                                                 backpressure=0.4, seed=seed,
+
+def corpus_case(seed: int, after: str, n: int = 3000):
+    """A seeded random pattern of three or more states that matches often, but not at every tuple,
+    on a seeded random keyed stream."""
+    rng = random.Random(seed)
+    stream = np.random.default_rng(seed)
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": stream.integers(0, 10, n),
+                          "c": np.array(list(pt.LETTERS), dtype=object)[stream.integers(0, 4, n)]})
+    while True:
+        pattern = pt.random_pattern(rng)
+        checked = check(parse(pt.query_text(pattern, after, partition=True)))
+        want = expected_rows(checked, frame)
+        if 100 <= len(want) <= n // 3 and lower(checked).queries[0].nfa.n_states >= 3:
+            return checked, frame, want
+
+
+@pytest.mark.parametrize("seed,bus_width,packet_tuples,after", CORPUS)
+def test_random_corpus_matches_the_reference(seed, bus_width, packet_tuples, after):
+    checked, frame, want = corpus_case(seed, after)
+    result = simulate(checked, frame, SimOptions(bus_width=bus_width, partitions=12, packet_tuples=packet_tuples,
+                                                 stall=0.2, backpressure=0.4, seed=seed,
                                                  build_root=ROOT / "build" / "sim"))
-    assert result.counters["dropped"] == 0
-    assert result.rows == want and len(want) > 100
+    assert result.counters["dropped"] == 0 and result.counters["tuples_in"] == len(frame)
+    assert result.rows == want, checked.source.text
 
 
 def test_full_partitioner_accounts_for_every_tuple(tmp_path):
