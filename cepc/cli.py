@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import CepcError, ToolError, UsageError
+from .plan import DEFAULT_MAX_LENGTH
 
 
 def _load(path: str):
@@ -124,12 +125,17 @@ def cmd_compile(args) -> int:
         raise UsageError(str(e)) from None
     t0 = time.perf_counter()
     checked = _load(args.query)
-    design = lower(checked)
+    try:
+        design = lower(checked, args.max_match_length)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     top = Top(design, bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner,
               evict_after=args.evict_after)
     options = {"bus_width": args.bus_width, "partitions": args.partitions, "partitioner": args.partitioner}
     if args.evict_after:
         options["evict_after"] = args.evict_after
+    if args.max_match_length:
+        options["max_match_length"] = args.max_match_length
     side = verilog.emit(design, top, Path(args.output), hdl, args.top, options)
     rate = "one tuple every other cycle" if top.pipelined else "one tuple per cycle"
     print(f"{args.output}: {hdl}, top {args.top}, {len(design.queries)} quer{'y' if len(design.queries) == 1 else 'ies'}, "
@@ -207,6 +213,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--evict-after", type=int, metavar="CYCLES",
                    help="free a partition's element at most CYCLES after it was allocated, counted in `evicted` "
                         "(default: never; loses partial matches older than that)")
+    c.add_argument("--max-match-length", type=int, metavar="L",
+                   help="longest match a query with aggregates, MEASURES or WITHIN tracks when its pattern is "
+                        "unbounded: sizes COUNT and SUM registers; longer partial matches are dropped and counted "
+                        f"in `overflow` (default: {DEFAULT_MAX_LENGTH})")
     c.add_argument("--top", metavar="NAME", default="cepc_top", help="name of the top module (default: cepc_top)")
     c.set_defaults(func=cmd_compile)
 
@@ -230,6 +240,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--partitions", type=int, metavar="N", default=16, help="concurrent partitions (default: 16)")
     c.add_argument("--bus-width", type=int, metavar="W", default=64, help="input bus width in bits (default: 64)")
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
+    c.add_argument("--max-match-length", type=int, metavar="L",
+                   help=f"as for compile (default: {DEFAULT_MAX_LENGTH})")
     c.add_argument("--packet-tuples", type=int, metavar="T", default=64,
                    help="tuples per AXI-Stream packet (default: 64)")
     c.add_argument("--stall", type=float, metavar="P", default=0.0,

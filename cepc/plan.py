@@ -116,13 +116,75 @@ class PBool:
     operands: tuple[PExpr, ...]
 
 
-PExpr = PConst | PField | PArith | PNeg | PCmp | PBool
+@dataclass(frozen=True)
+class PAgg:
+    """An aggregate register of a partial match (SPEC §3.4): in DEFINE the predecessor's, without
+    the current tuple; in MEASURES the matched state's, with it."""
+
+    register: int  # index into the query's ``registers``
+
+
+PExpr = PConst | PField | PArith | PNeg | PCmp | PBool | PAgg
+
+
+def has_aggregates(e: PExpr) -> bool:
+    if isinstance(e, PAgg):
+        return True
+    if isinstance(e, (PArith, PCmp)):
+        return has_aggregates(e.left) or has_aggregates(e.right)
+    if isinstance(e, PNeg):
+        return has_aggregates(e.operand)
+    if isinstance(e, PBool):
+        return any(has_aggregates(o) for o in e.operands)
+    return False
 
 
 @dataclass(frozen=True)
 class PredicatePlan:
     name: str  # DEFINE name
     expr: PExpr  # a condition: PCmp, PBool, PConst 0/1, or a BOOL PField
+
+    @property
+    def aggregate(self) -> bool:
+        """True if the predicate reads the partial match (evaluated per NFA edge, not in the decoder)."""
+        return has_aggregates(self.expr)
+
+
+# --- partial-match registers and measures (SPEC §3.4, §3.5) -----------------------------------
+
+# The longest partial match a COUNT register holds when the pattern is unbounded and the
+# user gives no --max-match-length.
+DEFAULT_MAX_LENGTH = (1 << 16) - 1
+
+
+@dataclass(frozen=True)
+class RegisterPlan:
+    """One register each NFA state keeps for its partial match.
+
+    ``func`` is COUNT (the match length so far, no field), FIRST, LAST, MIN, MAX or SUM of ``field``.
+    """
+
+    func: str
+    field: str | None
+    width: int
+    signed: bool
+
+    @property
+    def name(self) -> str:
+        return "count" if self.field is None else f"{self.func.lower()}_{self.field}"
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    """A MEASURES column: ``expr`` over the current tuple (the match's last) and the matched state's
+    registers, emitted in ``width`` bits of the match record and decoded as ``kind``
+    (``uint``/``int``/``bool``, or the ``enum``/``char`` field it reads, ``field`` naming it)."""
+
+    name: str
+    expr: PExpr
+    width: int
+    kind: str
+    field: str | None = None
 
 
 # --- automata ---------------------------------------------------------------------------
@@ -165,6 +227,34 @@ class QueryPlan:
     predicates: tuple[PredicatePlan, ...]
     nfa: NfaPlan
     pattern: str = ""  # the pattern's text, for headers and reports
+    # partial matches (SPEC §3.4, §3.5); all empty for a query the bare state vector serves
+    registers: tuple[RegisterPlan, ...] = ()  # per NFA state
+    measures: tuple[MeasurePlan, ...] = ()
+    within: int | None = None
+    time_field: str | None = None  # WITHIN's time field
+    latest: bool = False  # keep the latest-starting partial match (WITHIN without aggregates in DEFINE)
+    order_register: int | None = None  # the register that orders candidates (count, or the start time)
+    start_time_register: int | None = None  # FIRST(time field), for WITHIN
+    max_length: int | None = None  # longest partial match the count register holds
+    bounded: bool = True  # the pattern itself keeps every match within max_length
+
+    @property
+    def tracks_matches(self) -> bool:
+        """True if each NFA state carries a partial match (registers), not just an active bit."""
+        return bool(self.registers)
+
+    @property
+    def register_width(self) -> int:
+        return sum(r.width for r in self.registers)
+
+    @property
+    def payload_width(self) -> int:
+        """Bits of partition state: the state vector, then each state's registers."""
+        return self.nfa.n_states * (1 + self.register_width)
+
+    @property
+    def measures_width(self) -> int:
+        return sum(m.width for m in self.measures)
 
 
 @dataclass(frozen=True)

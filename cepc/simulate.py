@@ -34,6 +34,7 @@ class SimOptions:
     bus_width: int = 64
     partitions: int = 16
     evict_after: int | None = None
+    max_length: int | None = None
     packet_tuples: int = 64
     stall: float = 0.0
     backpressure: float = 0.0
@@ -56,8 +57,8 @@ class SimResult:
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h = hashlib.sha256()
     h.update(checked.source.text.encode())
-    h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.evict_after, opts.waves is not None,
-                         opts.simulator]).encode())
+    h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.evict_after, opts.max_length,
+                         opts.waves is not None, opts.simulator]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
     return h.hexdigest()[:16]
 
@@ -67,11 +68,13 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
     from .hw.top import Top
     from .nfa.lower import lower
 
-    design = lower(checked)
+    design = lower(checked, opts.max_length)
     top = Top(design, bus_width=opts.bus_width, partitions=opts.partitions, evict_after=opts.evict_after)
     options = {"bus_width": opts.bus_width, "partitions": opts.partitions}
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
+    if opts.max_length:
+        options["max_match_length"] = opts.max_length
     verilog.emit(design, top, work / f"{TOP}.v", "verilog", TOP, options)
     return design, top.latency
 
@@ -150,13 +153,15 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
 def record_rows(checked: Checked, design, decoded: list[dict]) -> list[list[str]]:
     """Decoded match records as match-file rows (SPEC §5): sorted by seq, then query order."""
     order = {q.name: q.index for q in design.queries}
-    keys, _ = events.match_columns(checked)
+    keys, measures = events.match_columns(checked)
     return [[events.format_value(r[k]) if k in r else "" for k in keys] + [str(r["seq"]), r["query"]]
+            + [events.format_value(r["measures"][name]) if name in r["measures"] else "" for name in measures]
             for r in sorted(decoded, key=lambda r: (r["seq"], order[r["query"]]))]
 
 
 def decode_record(design, word: int) -> dict:
-    """A match record (``m_tdata``) → {"query", "seq", key fields…}, by the record layout."""
+    """A match record (``m_tdata``) → {"query", "seq", key fields…, "measures": {name: value}},
+    by the record layout."""
     from .hw.layouts import record_layout
 
     parts = {name: (f.offset, f.width) for name, f in record_layout(design)}
@@ -166,11 +171,20 @@ def decode_record(design, word: int) -> dict:
         return word >> off & ((1 << width) - 1)
 
     q = design.queries[get("query")]
-    key_bits, out, off = get("key"), {"query": q.name, "seq": get("seq")}, 0
+    key_bits, out, off = get("key"), {"query": q.name, "seq": get("seq"), "measures": {}}, 0
     for k in q.key_fields:
         f = design.tuple.field(k)
         out[k] = f.decode(key_bits >> off & ((1 << f.width) - 1))
         off += f.width
+    bits, off = (get("measures") if q.measures else 0), 0
+    for meas in q.measures:
+        value = bits >> off & ((1 << meas.width) - 1)
+        off += meas.width
+        if meas.field is not None:
+            value = design.tuple.field(meas.field).decode(value)
+        elif meas.kind == "int" and value >> (meas.width - 1):
+            value -= 1 << meas.width
+        out["measures"][meas.name] = value
     return out
 
 
@@ -205,7 +219,7 @@ def main_sim(args) -> int:
     frame = events.load_events(args.events, checked.stream)
     events.check_order(frame, checked, args.events)
     opts = SimOptions(bus_width=args.bus_width, partitions=args.partitions, evict_after=args.evict_after,
-                      packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
+                      max_length=args.max_match_length, packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
                       seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator)
     result = simulate(checked, frame, opts)
     keys, measures = events.match_columns(checked)
@@ -220,6 +234,9 @@ def main_sim(args) -> int:
     if c["dropped"]:
         print(f"warning: {c['dropped']} tuples did not fit the partitioner (spilled); results are not exact — "
               f"raise --partitions", file=sys.stderr)
+    if c.get("overflow"):
+        print(f"warning: at {c['overflow']} tuples a partial match outgrew --max-match-length and was dropped; "
+              f"results are not exact — raise --max-match-length", file=sys.stderr)
     if args.compare:
         report = compare(keys + ["seq", "query"] + measures, result.rows, Path(args.compare), frame)
         if report:

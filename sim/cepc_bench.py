@@ -77,6 +77,6 @@ async def stream_events(dut):
             spilled.append(int.from_bytes(spill.recv_nowait().tdata, "little"))
             quiet = 0
     counters = {name: int(getattr(dut, name).value) for name in
-                ("tuples_in", "matches_out", "dropped", "malformed", "evicted")}
+                ("tuples_in", "matches_out", "dropped", "malformed", "evicted", "overflow")}
     Path(config["output"]).write_text(json.dumps({"records": records, "spilled": spilled, "counters": counters,
                                                   "input_cycles": input_cycles}))

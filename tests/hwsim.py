@@ -87,7 +87,7 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
                 result.spilled.append(sd)
                 quiet = 0
         result.cycles = cycle
-        for name in ("tuples_in", "matches_out", "dropped", "malformed", "evicted"):
+        for name in ("tuples_in", "matches_out", "dropped", "malformed", "evicted", "overflow"):
             result.counters[name] = ctx.get(getattr(top, name))
 
     sim = Simulator(top)
@@ -103,9 +103,9 @@ def hw_rows(design: DesignPlan, result: SimResult, checked: Checked) -> list[lis
     return record_rows(checked, design, result.records)
 
 
-def run_and_compare(checked: Checked, frame: pd.DataFrame, **kw) -> SimResult:
+def run_and_compare(checked: Checked, frame: pd.DataFrame, max_length: int | None = None, **kw) -> SimResult:
     """Simulate ``frame`` through the design of ``checked`` and assert the records equal the reference."""
-    design = lower(checked)
+    design = lower(checked, max_length)
     data = b"".join(design.tuple.to_bytes(row) for row in frame.to_dict("records"))
     packet_tuples = kw.pop("packet_tuples", None)
     width = kw.get("bus_width", 32)
@@ -116,7 +116,7 @@ def run_and_compare(checked: Checked, frame: pd.DataFrame, **kw) -> SimResult:
     else:
         packets = [beats(data, width)]
     result = simulate(design, packets, **kw)
-    assert result.counters["dropped"] == 0
+    assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
     assert hw_rows(design, result, checked) == expected_rows(checked, frame)
     assert result.counters["tuples_in"] == len(frame)
     assert result.counters["matches_out"] == len(result.records)

@@ -12,10 +12,7 @@ from cepc import __version__, tools
 from cepc.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-HARDWARE_EXAMPLES = sorted(
-    p for p in (ROOT / "examples").rglob("*.sql")
-    if "MEASURES" not in p.read_text().upper() and "WITHIN" not in p.read_text().upper()
-)
+HARDWARE_EXAMPLES = sorted((ROOT / "examples").rglob("*.sql"))
 
 
 def lint(path: Path) -> subprocess.CompletedProcess:
@@ -79,9 +76,21 @@ def test_bad_options_are_clear_errors(tmp_path, capsys, args, message):
     assert re.search(message, capsys.readouterr().err.strip(), re.M)
 
 
-def test_aggregates_are_a_clear_error_until_hardware_supports_them(tmp_path, capsys):
+def test_aggregates_measures_and_within_compile_and_lint_clean(tmp_path):
     q = tmp_path / "q.sql"
-    q.write_text("CREATE STREAM s (p UINT8);\nPATTERN (A B)\nDEFINE A AS p > 1, B AS p > LAST(p);\n")
-    assert main(["compile", str(q), "-o", str(tmp_path / "t.v")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith(f"{q}:3:29: error: the aggregate LAST is not supported in hardware yet")  # col 29: LAST(p)
+    q.write_text("CREATE STREAM s (t TIMESTAMP, k UINT(4), p INT8, c ENUM('x', 'y'));\n"
+                 "PARTITION BY k WITHIN 100 MEASURES COUNT(*) AS n, SUM(p) AS s, LAST(c) AS lc, p < FIRST(p) AS dn\n"
+                 "PATTERN (A B+ C) DEFINE A AS p > 1, B AS p > LAST(p), C AS p < MIN(p) + 3;\n")
+    out = tmp_path / "t.v"
+    assert main(["compile", str(q), "-o", str(out), "--max-match-length", "100"]) == 0
+    result = lint(out)
+    assert result.returncode == 0 and "%Warning" not in result.stderr, result.stderr
+    side = json.loads(out.with_suffix(".json").read_text())
+    assert [m["name"] for m in side["queries"][0]["measures"]] == ["n", "s", "lc", "dn"]
+    assert side["options"]["max_match_length"] == 100
+
+
+def test_max_match_length_must_be_positive(tmp_path, capsys):
+    assert main(["compile", str(ROOT / "examples/mshape/mshape.sql"), "-o", str(tmp_path / "t.v"),
+                 "--max-match-length", "0"]) == 1
+    assert capsys.readouterr().err.strip() == "error: --max-match-length must be at least 1, not 0"

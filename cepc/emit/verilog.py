@@ -25,6 +25,13 @@ def header(design: DesignPlan, top: Top, options: str, comment: str = "//") -> s
         after = "SKIP PAST LAST ROW" if q.skip else "CONTINUE"
         lines.append(f"Query {q.index} {q.name}: {key}AFTER MATCH {after}; PATTERN ( {q.pattern} )")
         lines.append(f"  {q.nfa.n_states} NFA states: {' '.join(q.nfa.labels)}")
+        if q.registers:
+            regs = ", ".join(f"{r.name} ({r.width} bits)" for r in q.registers)
+            lines.append(f"  Partial-match registers per state: {regs}; matches up to {q.max_length} tuples")
+        if q.within is not None:
+            lines.append(f"  WITHIN {q.within} on {q.time_field}")
+        if q.measures:
+            lines.append(f"  MEASURES {', '.join(m.name for m in q.measures)}")
     lines.append(f"Match records: {top.record_width} bits on m_tdata; layout in the .json sidecar.")
     return "\n".join(f"{comment} {line}".rstrip() for line in lines) + "\n"
 
@@ -39,9 +46,19 @@ def sidecar(design: DesignPlan, top: Top, options: dict) -> dict:
             f = design.tuple.field(k)
             keys.append({"field": k, "offset": off, "width": f.width})
             off += f.width
-        queries.append({"id": q.index, "name": q.name, "pattern": q.pattern, "key": keys,
+        measures, off = [], 0
+        for meas in q.measures:
+            f = design.tuple.field(meas.field) if meas.field is not None else None
+            measures.append({"name": meas.name, "offset": off, "width": meas.width, "kind": meas.kind,
+                             **({"members": list(f.members)} if f is not None and f.kind == "enum" else {}),
+                             **({"length": f.length} if f is not None and f.kind == "char" else {})})
+            off += meas.width
+        queries.append({"id": q.index, "name": q.name, "pattern": q.pattern, "key": keys, "measures": measures,
                         "after_match": "skip past last row" if q.skip else "continue",
-                        "states": list(q.nfa.labels)})
+                        "states": list(q.nfa.labels),
+                        "registers": [{"name": r.name, "width": r.width, "signed": r.signed} for r in q.registers],
+                        **({"within": q.within, "time_field": q.time_field} if q.within is not None else {}),
+                        **({"max_match_length": q.max_length} if q.registers else {})})
     return {
         "cepc_version": __version__,
         "source": design.source,

@@ -32,13 +32,21 @@ def record_key_width(design: DesignPlan) -> int:
     return max([1] + [key_width(design.tuple, q) for q in design.queries])
 
 
+def record_measures_width(design: DesignPlan) -> int:
+    return max([0] + [q.measures_width for q in design.queries])
+
+
 def record_layout(design: DesignPlan) -> data.StructLayout:
-    """A match record: the query's key fields packed LSB-first in PARTITION BY order, seq, query id."""
-    return data.StructLayout({
+    """A match record: the query's key fields packed LSB-first in PARTITION BY order, seq, query id,
+    then (when some query has MEASURES) the query's measures packed LSB-first in declared order."""
+    fields = {
         "key": unsigned(record_key_width(design)),
         "seq": unsigned(SEQ_WIDTH),
         "query": unsigned(query_id_width(design)),
-    })
+    }
+    if record_measures_width(design):
+        fields["measures"] = unsigned(record_measures_width(design))
+    return data.StructLayout(fields)
 
 
 def padded(bits: int) -> int:

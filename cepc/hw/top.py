@@ -7,7 +7,8 @@ Ports (SPEC §4; AXI-Stream naming):
   (layout in :func:`cepc.hw.layouts.record_layout` and the JSON sidecar);
 * ``spill_tdata``/``spill_tvalid``/``spill_tready``: tuples the partitioner
   could not place, for the host to handle (counted in ``dropped``);
-* ``tuples_in``, ``matches_out``, ``dropped``, ``malformed``, ``evicted``: status counters.
+* ``tuples_in``, ``matches_out``, ``dropped``, ``malformed``, ``evicted``, ``overflow``: status counters
+  (``overflow``: tuples at which a partial match longer than ``--max-match-length`` was dropped).
 
 Pipeline (one stage per line, all advancing together while ``en`` is high):
 
@@ -35,7 +36,7 @@ from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, padded, record_layout, tuple_layout
-from .nfa_core import NfaCore
+from .nfa_core import NfaCore, PartialMatchCore
 from .partition import PipelinePartitioner, SinglePartition
 
 OUTPUT_FIFO_DEPTH = 16
@@ -94,6 +95,7 @@ class Top(wiring.Component):
             "spill_tdata": Out(self.tuple_width), "spill_tvalid": Out(1), "spill_tready": In(1),
             "tuples_in": Out(COUNTER_WIDTH), "matches_out": Out(COUNTER_WIDTH),
             "dropped": Out(COUNTER_WIDTH), "malformed": Out(COUNTER_WIDTH), "evicted": Out(COUNTER_WIDTH),
+            "overflow": Out(COUNTER_WIDTH),
         }
         super().__init__(ports)
 
@@ -151,6 +153,8 @@ class Top(wiring.Component):
         m.submodules.payload = payload = DelayLine(self.tuple_width + len(b_preds) + SEQ_WIDTH, depth)
         m.d.comb += [payload.en.eq(en), payload.i_valid.eq(b_valid), payload.i_data.eq(Cat(b_raw, b_preds, b_seq))]
         t_raw = payload.o_data[:self.tuple_width]
+        t_tuple = Signal(self.tuple_layout)
+        m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
         t_preds = payload.o_data[self.tuple_width:self.tuple_width + len(b_preds)]
         t_seq = payload.o_data[self.tuple_width + len(b_preds):]
 
@@ -160,16 +164,24 @@ class Top(wiring.Component):
         evictions = []
         slots = []
         outputs = []
+        overflows = []
         pred_base = 0
         for q in design.queries:
             n_preds = len(q.predicates)
-            core = NfaCore(q.nfa, n_preds, q.skip)
+            n_states = q.nfa.n_states
+            if q.tracks_matches:
+                core = PartialMatchCore(q, self.tuple_layout)
+                m.d.comb += core.tuple.eq(t_tuple)
+                width = q.payload_width
+            else:
+                core = NfaCore(q.nfa, n_preds, q.skip)
+                width = n_states
             if q.key_fields:
                 kw = key_width(tup, q)
-                part = PipelinePartitioner(depth, kw, q.nfa.n_states, self.evict_after)
+                part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states)
                 key = Cat(*(Value.cast(getattr(b_tuple, k)) for k in q.key_fields))
             else:
-                part = SinglePartition(depth, q.nfa.n_states)
+                part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0
             m.submodules[f"{q.name}_partitioner"] = part
             m.submodules[f"{q.name}_nfa"] = core
@@ -183,8 +195,10 @@ class Top(wiring.Component):
             ]
             pred_base += n_preds
             drop = Signal(name=f"{q.name}_drop")
-            m.d.comb += drop.eq(part.out_valid & ~part.out_hit & ~part.out_free & core.next.any())
+            m.d.comb += drop.eq(part.out_valid & ~part.out_hit & ~part.out_free & core.next[:n_states].any())
             drops.append(drop)
+            if q.tracks_matches:
+                overflows.append(part.out_valid & core.overflow)
 
             # stage 5: the record is registered, then written into the FIFO the next cycle
             record = Signal(self.record_layout, name=f"{q.name}_record")
@@ -192,6 +206,8 @@ class Top(wiring.Component):
             m.d.sync += record_valid.eq(en & part.out_valid & core.match & ~drop)
             with m.If(en):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
+                if q.measures:
+                    m.d.sync += record.measures.eq(core.measures)
             fifo = SyncFIFOBuffered(width=self.record_layout.size, depth=OUTPUT_FIFO_DEPTH)
             m.submodules[f"{q.name}_matches"] = fifo
             m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(record_valid)]
@@ -223,6 +239,10 @@ class Top(wiring.Component):
         m.d.comb += slot.eq(Cat(*slots).all())
         # several queries may evict in one cycle: add them all
         m.d.sync += self.evicted.eq(self.evicted + sum(evictions[1:], evictions[0]))
+        # a tuple at which some query dropped a partial match at --max-match-length
+        if overflows:
+            with m.If(en & Cat(*overflows).any()):
+                m.d.sync += self.overflow.eq(self.overflow + 1)
 
         # --- output: round-robin over the queries' FIFOs ---------------------------------------------
         n = len(outputs)

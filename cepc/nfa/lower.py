@@ -1,8 +1,10 @@
 """Checked AST + wiring NFA → the hardware plan (:mod:`cepc.plan`).
 
 ENUM members become their codes, CHAR literals their little-endian byte
-strings, ``BETWEEN`` and ``IN`` comparisons; what hardware cannot do yet is a
-:class:`~cepc.errors.QueryError` pointing at the construct.
+strings, ``BETWEEN`` and ``IN`` comparisons. Aggregates become registers that
+every NFA state keeps for its partial match (SPEC §3.4), sized from the
+longest match the pattern allows — or ``max_length`` when the pattern is
+unbounded: SUM widens by that many bits, COUNT holds it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from ..errors import Diagnostic, QueryError
 from ..lang import ast
 from ..lang.check import Checked
 from ..plan import (
+    DEFAULT_MAX_LENGTH,
     DesignPlan,
     FieldPlan,
+    MeasurePlan,
     NfaPlan,
+    PAgg,
     PArith,
     PBool,
     PCmp,
@@ -23,6 +28,7 @@ from ..plan import (
     PNeg,
     PredicatePlan,
     QueryPlan,
+    RegisterPlan,
     TuplePlan,
 )
 from . import wiring
@@ -47,10 +53,47 @@ def tuple_plan(stream: ast.Stream) -> TuplePlan:
     return TuplePlan(tuple(fields))
 
 
+def max_match_length(p: ast.Pattern) -> int | None:
+    """The longest word of the pattern's language, or None when it is unbounded."""
+    if isinstance(p, (ast.Var, ast.AnyTuple)):
+        return 1
+    if isinstance(p, ast.Empty):
+        return 0
+    if isinstance(p, (ast.Seq, ast.Alt)):
+        parts = [max_match_length(i) for i in p.items]
+        if None in parts:
+            return None
+        return sum(parts) if isinstance(p, ast.Seq) else max(parts)
+    child = max_match_length(p.child)
+    if child == 0 or p.max == 0:
+        return 0
+    return None if p.max is None or child is None else child * p.max
+
+
+def field_range(f: FieldPlan) -> tuple[int, int]:
+    if f.kind == "int":
+        return -(1 << (f.width - 1)), (1 << (f.width - 1)) - 1
+    return 0, (1 << f.width) - 1
+
+
+def range_width(lo: int, hi: int) -> tuple[int, bool]:
+    """Bits and signedness that hold every integer in [lo, hi]."""
+    if lo < 0:
+        return max((-lo - 1).bit_length(), hi.bit_length()) + 1, True
+    return max(1, hi.bit_length()), False
+
+
 class _Lowering:
     def __init__(self, checked: Checked, tup: TuplePlan):
         self.checked = checked
         self.tuple = tup
+        self.registers: list[tuple[str, str | None]] = []  # the current query's (func, field)
+
+    def register(self, func: str, field: str | None) -> int:
+        key = ("COUNT", None) if func == "COUNT" else (func, field)
+        if key not in self.registers:
+            self.registers.append(key)
+        return self.registers.index(key)
 
     def unsupported(self, what: str, span) -> QueryError:
         return QueryError(Diagnostic("error", f"{what} is not supported in hardware yet", span, self.checked.source))
@@ -71,7 +114,7 @@ class _Lowering:
         if isinstance(e, ast.FieldRef):
             return PField(e.name)
         if isinstance(e, ast.Agg):
-            raise self.unsupported(f"the aggregate {e.func}", e.span)
+            return PAgg(self.register(e.func, e.arg.name if e.arg is not None else None))
         if isinstance(e, ast.Neg):
             return PNeg(self.expr(e.operand))
         if isinstance(e, ast.Arith):
@@ -104,18 +147,93 @@ def nfa_plan(nfa: wiring.Nfa) -> NfaPlan:
     )
 
 
-def lower(checked: Checked) -> DesignPlan:
+def _registers(low: _Lowering, max_length: int) -> tuple[RegisterPlan, ...]:
+    out = []
+    for func, name in low.registers:
+        if func == "COUNT":
+            out.append(RegisterPlan("COUNT", None, max(1, max_length.bit_length()), False))
+            continue
+        f = low.tuple.field(name)
+        if func == "SUM":
+            lo, hi = field_range(f)
+            out.append(RegisterPlan(func, name, *range_width(min(0, lo * max_length), max(0, hi * max_length))))
+        else:
+            out.append(RegisterPlan(func, name, f.width, f.signed))
+    return tuple(out)
+
+
+def _measure(name: str, e: PExpr, registers: tuple[RegisterPlan, ...], tup: TuplePlan) -> MeasurePlan:
+    """A measure's record width and decoding from its value range."""
+
+    def bounds(e: PExpr) -> tuple[int, int]:
+        if isinstance(e, PConst):
+            return e.value, e.value
+        if isinstance(e, PField):
+            return field_range(tup.field(e.name))
+        if isinstance(e, PAgg):
+            r = registers[e.register]
+            if r.func == "COUNT":
+                return 0, (1 << r.width) - 1
+            if r.func == "SUM":
+                return (-(1 << (r.width - 1)), (1 << (r.width - 1)) - 1) if r.signed else (0, (1 << r.width) - 1)
+            return field_range(tup.field(r.field))
+        if isinstance(e, PNeg):
+            lo, hi = bounds(e.operand)
+            return -hi, -lo
+        if isinstance(e, PArith):
+            (a, b), (c, d) = bounds(e.left), bounds(e.right)
+            if e.op == "+":
+                return a + c, b + d
+            if e.op == "-":
+                return a - d, b - c
+            products = [x * y for x in (a, b) for y in (c, d)]
+            return min(products), max(products)
+        return 0, 1  # a condition
+
+    source = e.name if isinstance(e, PField) else None
+    if isinstance(e, PAgg) and registers[e.register].func in ("FIRST", "LAST", "MIN", "MAX"):
+        source = registers[e.register].field
+    f = tup.field(source) if source is not None else None
+    if f is not None and f.kind in ("enum", "char"):
+        return MeasurePlan(name, e, f.width, f.kind, f.name)
+    if isinstance(e, (PCmp, PBool)) or (f is not None and f.kind == "bool"):
+        return MeasurePlan(name, e, 1, "bool")
+    width, signed = range_width(*bounds(e))
+    return MeasurePlan(name, e, width, "int" if signed else "uint")
+
+
+def lower(checked: Checked, max_length: int | None = None) -> DesignPlan:
+    """The hardware plan of every query. ``max_length`` (``--max-match-length``) bounds the partial
+    matches of unbounded patterns that keep registers (default :data:`DEFAULT_MAX_LENGTH`)."""
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"--max-match-length must be at least 1, not {max_length!r}")
     tup = tuple_plan(checked.stream)
     low = _Lowering(checked, tup)
     queries = []
     for i, q in enumerate(checked.queries):
-        if q.measures:
-            raise low.unsupported("MEASURES", q.clause_spans.get("measures", q.span))
-        if q.within is not None:
-            raise low.unsupported("WITHIN", q.clause_spans.get("within", q.span))
+        low.registers = []
         nfa = wiring.build(q)
         defines = {d.name: d for d in q.defines}
         preds = tuple(PredicatePlan(name, low.expr(defines[name].expr)) for name in nfa.preds)
-        queries.append(QueryPlan(q.name, i, q.partition_by, q.after_match == ast.SKIP_PAST_LAST_ROW, preds,
-                                 nfa_plan(nfa), ast.format_pattern(q.pattern)))
+        measures = [(m.alias, low.expr(m.expr)) for m in q.measures]
+        agg_preds = any(p.aggregate for p in preds)
+        latest = q.within is not None and not agg_preds
+        order = start_time = None
+        if agg_preds or measures:
+            order = low.register("COUNT", None)  # the longest partial match started earliest
+        if q.within is not None:
+            start_time = low.register("FIRST", q.order_by)
+            if order is None:  # WITHIN alone: the latest start time wins, and ties are the same match
+                order = start_time
+        bound = max_match_length(q.pattern)
+        limit = max_length if max_length is not None else DEFAULT_MAX_LENGTH
+        longest = limit if bound is None else min(bound, limit)
+        registers = _registers(low, max(1, longest))
+        queries.append(QueryPlan(
+            q.name, i, q.partition_by, q.after_match == ast.SKIP_PAST_LAST_ROW, preds, nfa_plan(nfa),
+            ast.format_pattern(q.pattern), registers=registers,
+            measures=tuple(_measure(name, e, registers, tup) for name, e in measures),
+            within=q.within, time_field=q.order_by if q.within is not None else None, latest=latest,
+            order_register=order, start_time_register=start_time,
+            max_length=max(1, longest) if registers else None, bounded=bound is not None and bound <= limit))
     return DesignPlan(checked.source.name, checked.stream.name, tup, tuple(queries))

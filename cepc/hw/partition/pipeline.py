@@ -66,12 +66,18 @@ class PipelinePartitioner(wiring.Component):
     partitioner stores it (allocating the free element when needed). When
     neither hit nor free and ``next_state`` is non-zero, the tuple cannot be
     placed: the caller counts it as dropped. Throughput: one key per two cycles.
+
+    The state is the partition's whole payload (``state_width`` bits): the NFA
+    state vector in its low ``vector_width`` bits (default: all), then any
+    partial-match registers. A zero vector is a fresh partition.
     """
 
-    def __init__(self, depth: int, key_width: int, state_width: int, evict_after: int | None = None):
+    def __init__(self, depth: int, key_width: int, state_width: int, evict_after: int | None = None,
+                 vector_width: int | None = None):
         if depth < 1:
             raise ValueError(f"the partitioner needs at least one element, not {depth}")
         self._depth, self._kw, self._sw = depth, key_width, state_width
+        self._vw = vector_width or state_width
         self._period = tick_period(evict_after) if evict_after else None
         super().__init__(_signature(key_width, state_width))
 
@@ -155,7 +161,7 @@ class PipelinePartitioner(wiring.Component):
                 if timer:
                     m.d.sync += timer[j].eq(Mux(tick & (age != 0), age - 1, age))
             # the tail stores the token's new state
-            keep = self.next_state.any()
+            keep = self.next_state[:self._vw].any()
             with m.If(tv[last]):
                 with m.If(hit):
                     m.d.sync += [estate[last].eq(self.next_state), assoc[last].eq(keep)]
@@ -183,8 +189,9 @@ class SinglePartition(wiring.Component):
     pipeline; ``out_hit`` is always high, and every cycle is a slot.
     """
 
-    def __init__(self, depth: int, state_width: int):
+    def __init__(self, depth: int, state_width: int, vector_width: int | None = None):
         self._depth, self._sw = depth, state_width
+        self._vw = vector_width or state_width
         super().__init__(_signature(1, state_width))
 
     def elaborate(self, platform):
@@ -193,7 +200,7 @@ class SinglePartition(wiring.Component):
         state = Signal(self._sw)
         m.d.comb += [
             self.slot.eq(1), self.out_valid.eq(tv[-1]), self.out_key.eq(0), self.out_hit.eq(1),
-            self.out_free.eq(0), self.out_state.eq(state), self.occupied.eq(state.any()), self.evicted.eq(0),
+            self.out_free.eq(0), self.out_state.eq(state), self.occupied.eq(state[:self._vw].any()), self.evicted.eq(0),
         ]
         with m.If(self.en):
             m.d.sync += tv[0].eq(self.inject)

@@ -1,0 +1,71 @@
+"""Plan expressions (:mod:`cepc.plan`) as Amaranth values.
+
+One builder for the predicate decoder, the per-edge predicates with
+aggregates and the measures. ENUM fields compare as their codes, CHAR fields
+as little-endian byte strings; Amaranth's arithmetic widens and
+sign-extends, so mixed signed/unsigned comparisons and sums are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from amaranth.hdl import Const, Value
+
+from ..plan import PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg
+
+_CMP = {"==": Value.__eq__, "!=": Value.__ne__, "<": Value.__lt__, "<=": Value.__le__,
+        ">": Value.__gt__, ">=": Value.__ge__}
+
+
+class ExprBuilder:
+    """Builds plan expressions over ``field(name)`` and ``register(index)``, sharing equal
+    sub-expressions (two predicates comparing the same field with the same constant use one
+    comparator). ``uses`` counts how often each sub-expression was asked for."""
+
+    def __init__(self, field: Callable[[str], Value], register: Callable[[int], Value] | None = None):
+        self._field, self._register = field, register
+        self._cache: dict[PExpr, Value] = {}
+        self.uses: dict[PExpr, int] = {}
+
+    def value(self, e: PExpr) -> Value:
+        self.uses[e] = self.uses.get(e, 0) + 1
+        if e in self._cache:
+            return self._cache[e]
+        if isinstance(e, PConst):
+            v = Const(e.value)
+        elif isinstance(e, PField):
+            v = self._field(e.name)
+        elif isinstance(e, PAgg):
+            if self._register is None:
+                raise ValueError("an aggregate outside a partial match")
+            v = self._register(e.register)
+        elif isinstance(e, PNeg):
+            v = -self.value(e.operand)
+        elif isinstance(e, PArith):
+            a, b = self.value(e.left), self.value(e.right)
+            v = a + b if e.op == "+" else a - b if e.op == "-" else a * b
+        elif isinstance(e, PCmp):
+            v = _CMP[e.op](self.value(e.left), self.value(e.right))
+        elif isinstance(e, PBool):
+            parts = [self.truth(o) for o in e.operands]
+            if e.op == "not":
+                v = ~parts[0]
+            else:
+                v = parts[0]
+                for p in parts[1:]:
+                    v = (v & p) if e.op == "and" else (v | p)
+        else:  # pragma: no cover
+            raise TypeError(e)
+        self._cache[e] = v
+        return v
+
+    def truth(self, e: PExpr) -> Value:
+        """A one-bit condition."""
+        v = self.value(e)
+        return v.bool() if len(v) != 1 or v.shape().signed else v
+
+    @property
+    def shared(self) -> int:
+        """Comparators asked for more than once."""
+        return sum(n - 1 for e, n in self.uses.items() if isinstance(e, PCmp) and n > 1)

@@ -1,0 +1,147 @@
+"""Partial matches in hardware (SPEC §3.4, §3.5): aggregates in DEFINE, MEASURES and WITHIN, in
+``amaranth.sim`` against the reference matcher (and the fast engines, through the oracle)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cepc import events
+from cepc.lang import ast
+from cepc.lang.check import check
+from cepc.lang.parse import parse, parse_file
+from cepc.nfa.lower import lower, max_match_length
+
+import hwsim
+import patterns as pt
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCHEMA = "CREATE STREAM s (t TIMESTAMP, k UINT8, c ENUM('a', 'b', 'c', 'd'), v UINT8, w INT8, n CHAR(2));\n"
+# variables that may begin a match (no aggregates), and variables that read the partial match
+PLAIN = {"P0": "c = 'a'", "P1": "c IN ('a', 'b')", "P2": "v > 100", "P3": "c != 'd' AND w < 0"}
+AGGREGATE = {
+    "R": "v > LAST(v)",
+    "F": "v <= FIRST(v) + 30 AND c != 'a'",
+    "S": "SUM(w) + w < 40",
+    "M": "v >= MAX(v) - 60 OR COUNT(*) > 3",
+    "L": "MIN(w) < w AND LAST(c) != c",
+    "N": "FIRST(n) = n OR LAST(n) = 'xy'",
+}
+MEASURES = ("COUNT(*) AS cnt, FIRST(t) AS t0, MAX(v) AS mx, SUM(w) AS sw, LAST(c) AS lc, "
+            "MIN(w) - FIRST(v) AS d, v > FIRST(v) AS up, FIRST(n) AS fn")
+
+
+def query(pattern: ast.Pattern, after: str, within: int | None, measures: str = MEASURES) -> str:
+    defines = ",\n  ".join(f"{name} AS {cond}" for name, cond in {**PLAIN, **AGGREGATE}.items())
+    clauses = [f"PARTITION BY k AFTER MATCH {after}"]
+    if within is not None:
+        clauses.append(f"WITHIN {within}")
+    if measures:
+        clauses.append(f"MEASURES {measures}")
+    return SCHEMA + "\n".join(clauses) + f"\nPATTERN ( {ast.format_pattern(pattern)} )\nDEFINE\n  {defines};\n"
+
+
+def stream(rows: list[tuple[int, int, int, int, int]]) -> pd.DataFrame:
+    n = len(rows)
+    return pd.DataFrame({
+        "t": np.cumsum([r[4] for r in rows]).astype(np.int64) if n else np.zeros(0, np.int64),
+        "k": np.array([r[0] for r in rows], dtype=np.int64),
+        "c": np.array([pt.LETTERS[r[1]] for r in rows], dtype=object),
+        "v": np.array([r[2] for r in rows], dtype=np.int64),
+        "w": np.array([r[3] for r in rows], dtype=np.int64),
+        "n": np.array([["ab", "xy", ""][r[2] % 3] for r in rows], dtype=object),
+    })
+
+
+def tails() -> st.SearchStrategy:
+    leaves = st.sampled_from([ast.Var(v) for v in list(PLAIN) + list(AGGREGATE)] + [ast.AnyTuple()])
+
+    def extend(children):
+        return st.one_of(
+            st.lists(children, min_size=2, max_size=3).map(lambda xs: ast.Seq(tuple(xs))),
+            st.lists(children, min_size=2, max_size=3).map(lambda xs: ast.Alt(tuple(xs))),
+            st.tuples(children, st.sampled_from(pt.QUANTIFIERS[:-1])).map(lambda t: ast.Repeat(t[0], *t[1])),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=6)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([ast.Var(v) for v in PLAIN] + [ast.AnyTuple()]), tails(),
+       st.sampled_from(["SKIP PAST LAST ROW", "CONTINUE"]), st.sampled_from([None, 3, 12]),
+       st.booleans(),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 255), st.integers(-128, 127),
+                          st.integers(0, 3)), min_size=1, max_size=40),
+       st.integers(0, 2**16))
+def test_random_aggregate_queries_match_the_reference(head, tail, after, within, measures, rows, seed):
+    # the head keeps aggregates off the transitions that begin a match (a checker rule)
+    text = query(ast.Seq((head, tail)), after, within, MEASURES if measures else "")
+    checked = check(parse(text))
+    hwsim.run_and_compare(checked, stream(rows), bus_width=40, partitions=4, stall=0.2, backpressure=0.3,
+                          seed=seed)
+
+
+def test_mshape_example_in_hardware():
+    q = ROOT / "examples" / "mshape" / "mshape.sql"
+    checked = check(parse_file(q))
+    frame = events.load_events(q.parent / "events.csv", checked.stream)
+    result = hwsim.run_and_compare(checked, frame, bus_width=64, partitions=4, backpressure=0.3, seed=3)
+    got = [[r["symbol"], r["seq"], *r["measures"].values()] for r in sorted(result.records, key=lambda r: r["seq"])]
+    want = [row[:1] + [int(row[1])] + [int(x) for x in row[3:]] for row in events.read_matches(q.parent / "expected.csv")[1]]
+    assert got == want and len(want) == 3
+
+
+def test_within_alone_keeps_the_latest_start():
+    # (A B* C) WITHIN 5: a later A restarts the window (SPEC §3.5: the latest start is kept)
+    text = SCHEMA + """PARTITION BY k WITHIN 5 PATTERN (A B* C)
+        DEFINE A AS c = 'a', B AS c != 'c', C AS c = 'c';"""
+    checked = check(parse(text))
+    q = lower(checked).queries[0]
+    assert q.latest and q.registers[q.order_register].func == "FIRST" and q.max_length is not None
+    letters = "abbbbabbcabbbbbbbc" * 3
+    rows = [(i % 2, pt.LETTERS.index(x), 0, 0, 1) for i, x in enumerate(letters)]
+    hwsim.run_and_compare(checked, stream(rows), bus_width=32, partitions=4)
+
+
+def test_measures_of_every_kind_decode_as_the_reference_prints_them():
+    text = SCHEMA + """PARTITION BY k AFTER MATCH CONTINUE
+        MEASURES FIRST(c) AS fc, LAST(n) AS ln, SUM(w) AS sw, MIN(w) AS mn, w < 0 AND v > 3 AS flag, -v * 3 AS neg
+        PATTERN (A B) DEFINE A AS TRUE, B AS w <= LAST(w) + 50;"""
+    checked = check(parse(text))
+    rows = [(0, i % 4, (i * 37) % 256, (i * 53) % 256 - 128, 1) for i in range(30)]
+    result = hwsim.run_and_compare(checked, stream(rows), bus_width=16, partitions=2)
+    assert {type(v) for r in result.records for v in r["measures"].values()} == {str, int}
+    assert any(r["measures"]["sw"] < 0 for r in result.records)
+
+
+def test_partial_matches_beyond_max_length_are_dropped_and_counted():
+    text = SCHEMA + "PARTITION BY k MEASURES COUNT(*) AS n PATTERN (A R* B) DEFINE A AS TRUE, R AS v > LAST(v), B AS v = 0;"
+    checked = check(parse(text))
+    assert max_match_length(checked.queries[0].pattern) is None
+    rows = [(0, 0, v, 0, 1) for v in list(range(1, 12)) + [0]]  # one rising run of 11, then B
+    frame = stream(rows)
+    hwsim.run_and_compare(checked, frame, bus_width=64, partitions=2)  # default bound: exact
+    design = lower(checked, 5)
+    q = design.queries[0]
+    assert {r.name: r.width for r in q.registers}["count"] == 3 and not q.bounded
+    data = b"".join(design.tuple.to_bytes(r) for r in frame.to_dict("records"))
+    result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=2)
+    assert result.counters["overflow"] > 0
+    # Partial matches stop at 5 tuples: the run from tuple 0 is dropped at tuple 5, where R takes
+    # the one A began at tuple 4; that one is dropped at tuple 9, where R takes A's from tuple 8,
+    # and B ends it at tuple 11: a 4-tuple match, not the reference's 12
+    assert [(r["seq"], r["measures"]["n"]) for r in result.records] == [(11, 4)]
+
+
+def test_register_widths_follow_the_pattern_bound():
+    text = SCHEMA + "PARTITION BY k MEASURES COUNT(*) AS n, SUM(v) AS s PATTERN (A B{2,3}) DEFINE A AS TRUE, B AS v > FIRST(v);"
+    q = lower(check(parse(text))).queries[0]
+    widths = {r.name: r.width for r in q.registers}
+    assert q.bounded and q.max_length == 4
+    assert widths == {"count": 3, "sum_v": 10, "first_v": 8}
+    assert [m.width for m in q.measures] == [3, 10]
