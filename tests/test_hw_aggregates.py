@@ -71,12 +71,12 @@ def tails() -> st.SearchStrategy:
     return st.recursive(leaves, extend, max_leaves=6)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([ast.Var(v) for v in PLAIN] + [ast.AnyTuple()]), tails(),
        st.sampled_from(["SKIP PAST LAST ROW", "CONTINUE"]), st.sampled_from([None, 3, 12]),
        st.booleans(),
        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 255), st.integers(-128, 127),
-                          st.integers(0, 3)), min_size=1, max_size=40),
+                          st.integers(0, 3)), min_size=1, max_size=60),
        st.integers(0, 2**16))
 def test_random_aggregate_queries_match_the_reference(head, tail, after, within, measures, rows, seed):
     # the head keeps aggregates off the transitions that begin a match (a checker rule)
@@ -145,3 +145,21 @@ def test_register_widths_follow_the_pattern_bound():
     assert q.bounded and q.max_length == 4
     assert widths == {"count": 3, "sum_v": 10, "first_v": 8}
     assert [m.width for m in q.measures] == [3, 10]
+
+
+def test_within_frees_partitions_that_can_never_match_again():
+    # keys that stall mid-match hold an element; with WITHIN it is freed once the window has passed
+    # for the key's last tuple, so 12 keys fit 6 elements with no drop and the results stay exact
+    rows = []
+    for _ in range(3):
+        for key in range(12):
+            rows += [(key, 0, 0, 0, 1), (key, 1, 0, 0, 1)] + ([(key, 2, 0, 0, 1)] if key % 2 == 0 else [])
+    pattern = "PARTITION BY k {} PATTERN (A B* C) DEFINE A AS c = 'a', B AS c = 'b', C AS c = 'c';"
+    checked = check(parse(SCHEMA + pattern.format("WITHIN 10")))
+    result = hwsim.run_and_compare(checked, stream(rows), bus_width=64, partitions=6)
+    assert result.counters["evicted"] > 0 and len(result.records) == 18
+    # without WITHIN the stalled keys keep their elements and later tuples spill
+    plain = check(parse(SCHEMA + pattern.format("")))
+    design = lower(plain)
+    data = b"".join(design.tuple.to_bytes(r) for r in stream(rows).to_dict("records"))
+    assert hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=6).counters["dropped"] > 0

@@ -178,8 +178,18 @@ class Top(wiring.Component):
                 width = n_states
             if q.key_fields:
                 kw = key_width(tup, q)
-                part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states)
+                expiry = None
+                if q.within is not None:  # exact eviction: see PipelinePartitioner
+                    expiry = tup.field(q.time_field).width + 1
+                part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
+                                           expiry_width=expiry)
                 key = Cat(*(Value.cast(getattr(b_tuple, k)) for k in q.key_fields))
+                if expiry:
+                    time = Value.cast(getattr(t_tuple, q.time_field))
+                    now = Signal(expiry, name=f"{q.name}_now")  # the latest time the tail has taken
+                    with m.If(en & payload.o_valid):
+                        m.d.sync += now.eq(time)
+                    m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + q.within)]
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0

@@ -38,8 +38,9 @@ from amaranth.lib.wiring import In, Out
 TIMER_MAX = 15  # Woods' 4-bit timer: an element lives 15 ticks at most
 
 
-def _signature(key_width: int, state_width: int) -> dict:
+def _signature(key_width: int, state_width: int, expiry_width: int = 1) -> dict:
     return {
+        "now": In(expiry_width), "next_expiry": In(expiry_width),
         "en": In(1),
         "inject": In(1), "key": In(key_width), "slot": Out(1),
         "out_valid": Out(1), "out_key": Out(key_width), "out_state": Out(state_width),
@@ -70,16 +71,25 @@ class PipelinePartitioner(wiring.Component):
     The state is the partition's whole payload (``state_width`` bits): the NFA
     state vector in its low ``vector_width`` bits (default: all), then any
     partial-match registers. A zero vector is a fresh partition.
+
+    Exact eviction for WITHIN (``expiry_width``): when the tail stores a
+    state it also stores ``next_expiry`` (the tuple's time plus the window),
+    and an element whose expiry is below ``now`` (the time of the latest
+    tuple the tail has taken) counts as free. Every partial match in it began
+    no later than its key's last tuple, so — time being non-decreasing over
+    the stream — none can ever qualify again: freeing it loses nothing. A
+    stale element reaching the tail is reclaimed and pulses ``evicted``.
     """
 
     def __init__(self, depth: int, key_width: int, state_width: int, evict_after: int | None = None,
-                 vector_width: int | None = None):
+                 vector_width: int | None = None, expiry_width: int | None = None):
         if depth < 1:
             raise ValueError(f"the partitioner needs at least one element, not {depth}")
         self._depth, self._kw, self._sw = depth, key_width, state_width
         self._vw = vector_width or state_width
         self._period = tick_period(evict_after) if evict_after else None
-        super().__init__(_signature(key_width, state_width))
+        self._xw = expiry_width
+        super().__init__(_signature(key_width, state_width, expiry_width or 1))
 
     def elaborate(self, platform):
         m = Module()
@@ -103,6 +113,11 @@ class PipelinePartitioner(wiring.Component):
                 m.d.sync += ticks.eq(Mux(tick, 0, ticks + 1))
         else:
             timer, live, tick = None, assoc, None
+        if self._xw is not None:  # WITHIN: an element past its expiry is stale too
+            expiry = [Signal(self._xw, name=f"e{i}_expiry") for i in range(n)]
+            live = [live[i] & ~(expiry[i] < self.now) for i in range(n)]
+        else:
+            expiry = None
 
         # which stages swap their element with the next one
         swap = []
@@ -153,30 +168,39 @@ class PipelinePartitioner(wiring.Component):
                     moves.append((swap[j], j + 1))
                 used, key, state = assoc[j], ekey[j], estate[j]
                 age = timer[j] if timer else None
+                until = expiry[j] if expiry else None
                 for cond, k in reversed(moves):
                     used, key, state = Mux(cond, assoc[k], used), Mux(cond, ekey[k], key), Mux(cond, estate[k], state)
                     if timer:
                         age = Mux(cond, timer[k], age)
+                    if expiry:
+                        until = Mux(cond, expiry[k], until)
                 m.d.sync += [assoc[j].eq(used), ekey[j].eq(key), estate[j].eq(state)]
                 if timer:
                     m.d.sync += timer[j].eq(Mux(tick & (age != 0), age - 1, age))
+                if expiry:
+                    m.d.sync += expiry[j].eq(until)
             # the tail stores the token's new state
             keep = self.next_state[:self._vw].any()
             with m.If(tv[last]):
                 with m.If(hit):
                     m.d.sync += [estate[last].eq(self.next_state), assoc[last].eq(keep)]
+                    if expiry:
+                        m.d.sync += expiry[last].eq(self.next_expiry)
                     with m.If(~keep):
                         m.d.sync += count.eq(count - 1)
                 with m.Elif(~live[last] & keep):
                     m.d.sync += [assoc[last].eq(1), ekey[last].eq(tk[last]), estate[last].eq(self.next_state)]
                     if timer:
                         m.d.sync += timer[last].eq(TIMER_MAX)
+                    if expiry:
+                        m.d.sync += expiry[last].eq(self.next_expiry)
                     with m.If(~assoc[last]):
                         m.d.sync += count.eq(count + 1)
                 with m.Elif(assoc[last] & ~live[last]):  # reclaim a stale element nobody needs now
                     m.d.sync += [assoc[last].eq(0), count.eq(count - 1)]
         # a stale element reaching the tail is reclaimed: its partition's state is lost, once
-        if timer:
+        if timer or expiry:
             m.d.comb += self.evicted.eq(self.en & tv[last] & assoc[last] & ~live[last])
         return m
 
