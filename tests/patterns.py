@@ -98,14 +98,15 @@ def oracle(p: ast.Pattern, s: str, skip: bool, times: list[int] | None = None,
     return out
 
 
-def random_pattern(rng, max_leaves: int = 8) -> ast.Pattern:
-    """A pattern drawn from ``rng`` (a ``random.Random``), for seeded corpora outside hypothesis."""
+def random_pattern(rng, max_leaves: int = 8, variables=tuple(CLASSES)) -> ast.Pattern:
+    """A pattern over ``variables`` drawn from ``rng`` (a ``random.Random``), for seeded corpora
+    outside hypothesis."""
     budget = [rng.randint(2, max_leaves)]
 
     def draw(depth: int) -> ast.Pattern:
         if budget[0] <= 1 or depth > 3 or rng.random() < 0.3:
             budget[0] -= 1
-            return ast.Var(rng.choice(list(CLASSES))) if rng.random() < 0.85 else ast.AnyTuple()
+            return ast.Var(rng.choice(list(variables))) if rng.random() < 0.85 else ast.AnyTuple()
         kind = rng.choice(["seq", "seq", "alt", "repeat"])
         if kind == "repeat":
             lo, hi = rng.choice([q for q in QUANTIFIERS if q != (0, 0)])

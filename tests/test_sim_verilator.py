@@ -31,7 +31,7 @@ def read(path: Path) -> list[list[str]]:
         return list(csv.reader(fh))[1:]
 
 
-@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql"])
+@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql"])
 def test_examples_simulate_to_their_expected_files(example, tmp_path):
     query = ROOT / "examples" / example
     out = tmp_path / "sim.csv"
@@ -69,6 +69,31 @@ def test_random_corpus_matches_the_reference(seed, bus_width, packet_tuples, aft
                                                  stall=0.2, backpressure=0.4, seed=seed,
                                                  build_root=ROOT / "build" / "sim"))
     assert result.counters["dropped"] == 0 and result.counters["tuples_in"] == len(frame)
+    assert result.rows == want, checked.source.text
+
+
+@pytest.mark.parametrize("seed,after,within", [(11, "SKIP PAST LAST ROW", None), (12, "CONTINUE", 8),
+                                                (13, "SKIP PAST LAST ROW", 20)])
+def test_random_aggregate_corpus_matches_the_reference(seed, after, within):
+    # partial-match registers: aggregates in DEFINE, every kind of measure, WITHIN
+    import test_hw_aggregates as agg
+
+    from cepc.lang import ast
+
+    rng = random.Random(seed)
+    while True:
+        head = ast.Var(rng.choice(list(agg.PLAIN)))
+        tail = pt.random_pattern(rng, 6, variables=list(agg.PLAIN) + list(agg.AGGREGATE))
+        checked = check(parse(agg.query(ast.Seq((head, tail)), after, within)))
+        rows = [(rng.randrange(6), rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128),
+                 rng.randrange(4)) for _ in range(2000)]
+        frame = agg.stream(rows)
+        want = expected_rows(checked, frame)
+        if 40 <= len(want) <= 700:
+            break
+    result = simulate(checked, frame, SimOptions(bus_width=64, partitions=8, stall=0.1, backpressure=0.3,
+                                                 seed=seed, build_root=ROOT / "build" / "sim"))
+    assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
     assert result.rows == want, checked.source.text
 
 
