@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import CepcError, ToolError, UsageError
+from .hw.devices import DEFAULT_DEVICE, DEVICES
 from .plan import DEFAULT_MAX_LENGTH
 
 
@@ -110,6 +111,7 @@ def cmd_match(args) -> int:
 
 def cmd_compile(args) -> int:
     from .emit import verilog
+    from .hw import sizing
     from .hw.top import Top, check_options
     from .nfa.lower import lower
 
@@ -120,7 +122,8 @@ def cmd_compile(args) -> int:
     if not args.top.isidentifier():
         raise UsageError(f"--top must be a Verilog identifier, not {args.top!r}")
     try:
-        check_options(args.bus_width, args.partitions, args.partitioner, args.evict_after)
+        check_options(args.bus_width, args.partitions if args.partitions is not None else 1, "table",
+                      args.evict_after)
     except ValueError as e:
         raise UsageError(str(e)) from None
     t0 = time.perf_counter()
@@ -129,9 +132,13 @@ def cmd_compile(args) -> int:
         design = lower(checked, args.max_match_length)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    top = Top(design, bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner,
-              evict_after=args.evict_after)
-    options = {"bus_width": args.bus_width, "partitions": args.partitions, "partitioner": args.partitioner}
+    device = sizing.DEVICES[args.device]
+    choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
+    print(sizing.describe(choice, device, design), file=sys.stderr)
+    top = Top(design, bus_width=args.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
+              evict_after=args.evict_after, ways=choice.ways)
+    options = {"bus_width": args.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
+               "device": args.device}
     if args.evict_after:
         options["evict_after"] = args.evict_after
     if args.max_match_length:
@@ -139,7 +146,7 @@ def cmd_compile(args) -> int:
     side = verilog.emit(design, top, Path(args.output), hdl, args.top, options)
     rate = "one tuple every other cycle" if top.pipelined else "one tuple per cycle"
     print(f"{args.output}: {hdl}, top {args.top}, {len(design.queries)} quer{'y' if len(design.queries) == 1 else 'ies'}, "
-          f"{args.partitions} partitions ({args.partitioner}), {args.bus_width}-bit input, {rate}, "
+          f"{choice.partitions} partitions ({choice.partitioner}), {args.bus_width}-bit input, {rate}, "
           f"latency {top.latency} cycles; layout in {side} ({time.perf_counter() - t0:.2f} s)", file=sys.stderr)
     return 0
 
@@ -176,6 +183,17 @@ def cmd_gen(args) -> int:
 # --- argument parsing ----------------------------------------------------------------------
 
 
+def _partition_options(c) -> None:
+    c.add_argument("--partitioner", choices=["auto", "table", "pipeline"], default="auto",
+                   help="stream partitioner: table (block RAM, one tuple per cycle) or pipeline (Woods et al. §6, "
+                        "one tuple every other cycle); auto picks the table wherever it fits --device, and says so "
+                        "(default: auto)")
+    c.add_argument("--partitions", type=int, metavar="N",
+                   help="concurrent partitions per query (default: auto; the pipeline's default is 16)")
+    c.add_argument("--device", choices=sorted(DEVICES), default=DEFAULT_DEVICE,
+                   help=f"target device, for sizing the partition tables (default: {DEFAULT_DEVICE})")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cepc", description="Compile complex-event-processing pattern queries "
                                 "into FPGA hardware.")
@@ -204,10 +222,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="HDL file to write; a .json sidecar with the wire formats goes beside it")
     c.add_argument("--hdl", choices=["verilog", "vhdl", "rtlil"],
                    help="output language (default: from the suffix of -o, else verilog)")
-    c.add_argument("--partitioner", choices=["pipeline"], default="pipeline",
-                   help="stream partitioner (default: pipeline, Woods et al. §6)")
-    c.add_argument("--partitions", type=int, metavar="N", default=16,
-                   help="concurrent partitions per query (default: 16)")
+    _partition_options(c)
     c.add_argument("--bus-width", type=int, metavar="W", default=64,
                    help="input bus width in bits, a multiple of 8 from 8 to 512 (default: 64)")
     c.add_argument("--evict-after", type=int, metavar="CYCLES",
@@ -237,7 +252,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--simulator", choices=["verilator", "ghdl"], default="verilator",
                    help="HDL simulator (default: verilator)")
     c.add_argument("--waves", metavar="W.fst", help="write an FST waveform")
-    c.add_argument("--partitions", type=int, metavar="N", default=16, help="concurrent partitions (default: 16)")
+    _partition_options(c)
     c.add_argument("--bus-width", type=int, metavar="W", default=64, help="input bus width in bits (default: 64)")
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L",

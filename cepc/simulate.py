@@ -32,7 +32,9 @@ TOP = "cepc_top"
 @dataclass
 class SimOptions:
     bus_width: int = 64
-    partitions: int = 16
+    partitions: int | None = None  # None: as cepc compile chooses
+    partitioner: str = "auto"
+    device: str = "ecp5-85f"
     evict_after: int | None = None
     max_length: int | None = None
     packet_tuples: int = 64
@@ -57,8 +59,8 @@ class SimResult:
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h = hashlib.sha256()
     h.update(checked.source.text.encode())
-    h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.evict_after, opts.max_length,
-                         opts.waves is not None, opts.simulator]).encode())
+    h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
+                         opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
     return h.hexdigest()[:16]
 
@@ -68,9 +70,14 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
     from .hw.top import Top
     from .nfa.lower import lower
 
+    from .hw import sizing
+
     design = lower(checked, opts.max_length)
-    top = Top(design, bus_width=opts.bus_width, partitions=opts.partitions, evict_after=opts.evict_after)
-    options = {"bus_width": opts.bus_width, "partitions": opts.partitions}
+    choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
+                           evict=bool(opts.evict_after))
+    top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
+              evict_after=opts.evict_after, ways=choice.ways)
+    options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner}
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
     if opts.max_length:
@@ -218,7 +225,8 @@ def main_sim(args) -> int:
     checked = _load(args.query)
     frame = events.load_events(args.events, checked.stream)
     events.check_order(frame, checked, args.events)
-    opts = SimOptions(bus_width=args.bus_width, partitions=args.partitions, evict_after=args.evict_after,
+    opts = SimOptions(bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner,
+                      device=args.device, evict_after=args.evict_after,
                       max_length=args.max_match_length, packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
                       seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator)
     result = simulate(checked, frame, opts)

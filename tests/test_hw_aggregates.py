@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -77,13 +78,14 @@ def tails() -> st.SearchStrategy:
        st.booleans(),
        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 255), st.integers(-128, 127),
                           st.integers(0, 3)), min_size=1, max_size=60),
-       st.integers(0, 2**16))
-def test_random_aggregate_queries_match_the_reference(head, tail, after, within, measures, rows, seed):
+       st.sampled_from(["pipeline", "table"]), st.integers(0, 2**16))
+def test_random_aggregate_queries_match_the_reference(head, tail, after, within, measures, rows, partitioner,
+                                                      seed):
     # the head keeps aggregates off the transitions that begin a match (a checker rule)
     text = query(ast.Seq((head, tail)), after, within, MEASURES if measures else "")
     checked = check(parse(text))
     hwsim.run_and_compare(checked, stream(rows), bus_width=40, partitions=4, stall=0.2, backpressure=0.3,
-                          seed=seed)
+                          seed=seed, partitioner=partitioner)
 
 
 def test_mshape_example_in_hardware():
@@ -147,7 +149,8 @@ def test_register_widths_follow_the_pattern_bound():
     assert [m.width for m in q.measures] == [3, 10]
 
 
-def test_within_frees_partitions_that_can_never_match_again():
+@pytest.mark.parametrize("partitioner", ["pipeline", "table"])
+def test_within_frees_partitions_that_can_never_match_again(partitioner):
     # keys that stall mid-match hold an element; with WITHIN it is freed once the window has passed
     # for the key's last tuple, so 12 keys fit 6 elements with no drop and the results stay exact
     rows = []
@@ -156,10 +159,11 @@ def test_within_frees_partitions_that_can_never_match_again():
             rows += [(key, 0, 0, 0, 1), (key, 1, 0, 0, 1)] + ([(key, 2, 0, 0, 1)] if key % 2 == 0 else [])
     pattern = "PARTITION BY k {} PATTERN (A B* C) DEFINE A AS c = 'a', B AS c = 'b', C AS c = 'c';"
     checked = check(parse(SCHEMA + pattern.format("WITHIN 10")))
-    result = hwsim.run_and_compare(checked, stream(rows), bus_width=64, partitions=6)
+    result = hwsim.run_and_compare(checked, stream(rows), bus_width=64, partitions=6, partitioner=partitioner)
     assert result.counters["evicted"] > 0 and len(result.records) == 18
     # without WITHIN the stalled keys keep their elements and later tuples spill
     plain = check(parse(SCHEMA + pattern.format("")))
     design = lower(plain)
     data = b"".join(design.tuple.to_bytes(r) for r in stream(rows).to_dict("records"))
-    assert hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=6).counters["dropped"] > 0
+    spilled = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=6, partitioner=partitioner)
+    assert spilled.counters["dropped"] > 0

@@ -54,23 +54,42 @@ def keyed_frame(letters: str, keys: list[int]) -> pd.DataFrame:
 @given(pt.patterns(max_leaves=8),
        st.lists(st.tuples(st.sampled_from(pt.LETTERS), st.integers(0, 4)), min_size=1, max_size=30),
        st.sampled_from(["SKIP PAST LAST ROW", "CONTINUE"]), st.sampled_from([8, 40, 64]),
-       st.integers(0, 2**16))
-def test_random_patterns_match_the_reference(pattern, tuples, after, bus_width, seed):
+       st.sampled_from(["pipeline", "table"]), st.integers(0, 2**16))
+def test_random_patterns_match_the_reference(pattern, tuples, after, bus_width, partitioner, seed):
     checked = check(parse(pt.query_text(pattern, after, partition=True)))
     if lower(checked).queries[0].nfa.n_states == 0:
         return  # a pattern of only empty words has no hardware (and never reports)
     frame = keyed_frame("".join(c for c, _ in tuples), [k for _, k in tuples])
-    hwsim.run_and_compare(checked, frame, bus_width=bus_width, partitions=5, stall=0.2, backpressure=0.3,
-                          seed=seed)
+    # 5 pipeline elements, or a table of 8 hashed entries (keys 0-4 fit two buckets of four)
+    hwsim.run_and_compare(checked, frame, bus_width=bus_width, partitions=5 if partitioner == "pipeline" else 8,
+                          partitioner=partitioner, stall=0.2, backpressure=0.3, seed=seed)
 
 
-def test_same_key_back_to_back_and_alternating():
+@pytest.mark.parametrize("partitioner", ["pipeline", "table"])
+def test_same_key_back_to_back_and_alternating(partitioner):
     text = pt.schema() + "PARTITION BY k PATTERN (P0 P3* P2) DEFINE " + pt.defines() + ";"
     checked = check(parse(text))
     same = keyed_frame("adddcadc" * 3, [1] * 24)
     alternating = keyed_frame("aaddccaadc" * 2, [1, 2] * 10)
     for frame in (same, alternating):
-        hwsim.run_and_compare(checked, frame, bus_width=16, partitions=4)
+        hwsim.run_and_compare(checked, frame, bus_width=16, partitions=4, partitioner=partitioner)
+        # a tuple a cycle: a bus as wide as a tuple, no gaps
+        hwsim.run_and_compare(checked, frame, bus_width=lower(checked).tuple.nbytes * 8, partitions=4,
+                              partitioner=partitioner)
+
+
+def test_table_partitioner_takes_one_tuple_per_cycle():
+    text = pt.schema() + "PARTITION BY k PATTERN (P0 P3+) DEFINE " + pt.defines() + ";"
+    checked = check(parse(text))
+    frame = keyed_frame("acdcadd" * 8, [i % 3 for i in range(56)])
+    design = lower(checked)
+    data = b"".join(design.tuple.to_bytes(r) for r in frame.to_dict("records"))
+    width = design.tuple.nbytes * 8
+    result = hwsim.simulate(design, [hwsim.beats(data, width)], bus_width=width, partitions=256,
+                            partitioner="table", idle=20)
+    assert hwsim.hw_rows(design, result, checked) == expected_rows(checked, frame)
+    # 56 tuples, one beat each, at one per cycle: consumed in about 56 cycles, then the latency
+    assert result.cycles - 20 <= 56 + latency(design, 256, "table") + 2
 
 
 def test_query_without_partition_by_takes_one_tuple_per_cycle():
@@ -128,16 +147,20 @@ def test_malformed_packets_are_counted_and_framing_resyncs():
     assert hwsim.hw_rows(design, result, c) == expected_rows(c, frame)
 
 
-@pytest.mark.parametrize("partitions, keyed", [(1, False), (1, True), (4, True), (9, True)])
-def test_latency_from_last_beat_to_record(partitions, keyed):
+@pytest.mark.parametrize("partitions, keyed, partitioner", [(1, False, "pipeline"), (1, True, "pipeline"),
+                                                           (4, True, "pipeline"), (9, True, "pipeline"),
+                                                           (4, True, "table"), (256, True, "table")])
+def test_latency_from_last_beat_to_record(partitions, keyed, partitioner):
     text = pt.schema() + ("PARTITION BY k " if keyed else "") + "PATTERN (P0) DEFINE " + pt.defines() + ";"
     design = lower(check(parse(text)))
     data = design.tuple.to_bytes({"t": 0, "k": 1, "c": "a"})
-    result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=partitions, idle=30)
+    result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=partitions, idle=30,
+                            partitioner=partitioner)
     assert len(result.records) == 1
     # the beat is taken at edge 1, the record at edge `first_record_cycle`
-    assert result.first_record_cycle - 1 == latency(design, partitions)
-    assert latency(design, partitions) - (partitions if keyed else 1) <= 8  # the datapath around the partitioner
+    assert result.first_record_cycle - 1 == latency(design, partitions, partitioner)
+    depth = (partitions if partitioner == "pipeline" else 2) if keyed else 1
+    assert latency(design, partitions, partitioner) - depth <= 8  # the datapath around the partitioner
 
 
 def test_eviction_with_a_long_timeout_changes_nothing():

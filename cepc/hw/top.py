@@ -12,7 +12,7 @@ Ports (SPEC §4; AXI-Stream naming):
 
 Pipeline (one stage per line, all advancing together while ``en`` is high):
 
-1. framer output accepted (every other cycle with a pipeline partitioner);
+1. framer output accepted (every cycle, or every other one with the pipeline partitioner);
 2. tuple register, ``seq`` assigned;
 3. predicate vector register (decoder output), key injected into each query's partitioner;
 4. … ``depth`` cycles in the partitioner, payload in a delay line beside it …
@@ -37,12 +37,16 @@ from .delay import DelayLine
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, padded, record_layout, tuple_layout
 from .nfa_core import NfaCore, PartialMatchCore
-from .partition import PipelinePartitioner, SinglePartition
+from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
+from .partition.table import DEPTH as TABLE_DEPTH
 
 OUTPUT_FIFO_DEPTH = 16
 # Writes that can still reach a FIFO after its level is seen: the record register, the NFA
 # stage that `en` (registered) let through, and one more for the level's own register.
 STALL_MARGIN = 3
+
+
+PARTITIONERS = ("table", "pipeline")
 
 
 def check_options(bus_width: int, partitions: int, partitioner: str, evict_after: int | None = None) -> None:
@@ -53,32 +57,41 @@ def check_options(bus_width: int, partitions: int, partitioner: str, evict_after
         raise ValueError(f"bus width must be a multiple of 8 between 8 and 512, not {bus_width!r}")
     if partitions < 1:
         raise ValueError(f"--partitions must be at least 1, not {partitions!r}")
-    if partitioner != "pipeline":
-        raise ValueError(f"unknown partitioner {partitioner!r}")
+    if partitioner not in PARTITIONERS:
+        raise ValueError(f"unknown partitioner {partitioner!r}; use table or pipeline")
 
 
-def pipelined(design: DesignPlan) -> bool:
-    """True if some query uses the pipeline partitioner (one tuple every other cycle)."""
+def keyed(design: DesignPlan) -> bool:
     return any(q.key_fields for q in design.queries)
 
 
-def partitioner_depth(design: DesignPlan, partitions: int) -> int:
-    """Cycles a key spends in the partitioners: ``partitions``, or 1 when no query has PARTITION BY."""
-    return partitions if pipelined(design) else 1
+def pipelined(design: DesignPlan, partitioner: str = "pipeline") -> bool:
+    """True if some query uses the pipeline partitioner (one tuple every other cycle)."""
+    return partitioner == "pipeline" and keyed(design)
 
 
-def latency(design: DesignPlan, partitions: int) -> int:
+def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "pipeline") -> int:
+    """Cycles a key spends in the partitioners: ``partitions`` for the pipeline partitioner, 2 for
+    the table, 1 when no query has PARTITION BY."""
+    if not keyed(design):
+        return 1
+    return partitions if partitioner == "pipeline" else TABLE_DEPTH
+
+
+def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline") -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
-    record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth
-    (``partitions``, or 1 without PARTITION BY), record register 1, output FIFO 2, arbiter 1."""
-    return 7 + partitioner_depth(design, partitions)
+    record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
+    record register 1, output FIFO 2, arbiter 1."""
+    return 7 + partitioner_depth(design, partitions, partitioner)
 
 
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
-                 partitioner: str = "pipeline", evict_after: int | None = None):
+                 partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None):
         check_options(bus_width, partitions, partitioner, evict_after)
         self.evict_after = evict_after
+        self.partitioner = partitioner
+        self.ways = ways  # of a hashed table (default: TablePartitioner's)
         if not design.queries:
             raise ValueError("the design has no query")
         self.design = design
@@ -101,16 +114,16 @@ class Top(wiring.Component):
 
     @property
     def pipelined(self) -> bool:
-        return pipelined(self.design)
+        return pipelined(self.design, self.partitioner)
 
     @property
     def latency(self) -> int:
-        return latency(self.design, self.partitions)
+        return latency(self.design, self.partitions, self.partitioner)
 
     def elaborate(self, platform):
         m = Module()
         design, tup = self.design, self.design.tuple
-        depth = partitioner_depth(design, self.partitions)
+        depth = partitioner_depth(design, self.partitions, self.partitioner)
 
         # --- framing ------------------------------------------------------------------
         m.submodules.framer = framer = Framer(self.bus_width, tup.nbytes)
@@ -181,14 +194,21 @@ class Top(wiring.Component):
                 expiry = None
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
                     expiry = tup.field(q.time_field).width + 1
-                part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
-                                           expiry_width=expiry)
+                if self.partitioner == "table":
+                    part = TablePartitioner(self.partitions, kw, width, vector_width=n_states, ways=self.ways,
+                                            evict_after=self.evict_after, expiry_width=expiry)
+                else:
+                    part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
+                                               expiry_width=expiry)
                 key = Cat(*(Value.cast(getattr(b_tuple, k)) for k in q.key_fields))
                 if expiry:
                     time = Value.cast(getattr(t_tuple, q.time_field))
-                    now = Signal(expiry, name=f"{q.name}_now")  # the latest time the tail has taken
-                    with m.If(en & payload.o_valid):
-                        m.d.sync += now.eq(time)
+                    if self.partitioner == "table":  # judged at the key's own bucket, by its own time
+                        now = time
+                    else:  # judged all along the chain: by the latest time the tail has taken
+                        now = Signal(expiry, name=f"{q.name}_now")
+                        with m.If(en & payload.o_valid):
+                            m.d.sync += now.eq(time)
                     m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + q.within)]
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)

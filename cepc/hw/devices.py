@@ -1,0 +1,30 @@
+"""FPGA devices cepc sizes designs for: block RAM per device (no Amaranth import: the CLI reads it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    family: str
+    block: str  # block RAM primitive
+    blocks: int
+    configs: tuple[tuple[int, int], ...]  # (depth, width) of one block, simple dual-port
+
+    def blocks_for(self, depth: int, width: int) -> int:
+        """Blocks a memory of ``depth`` words of ``width`` bits takes, in the best configuration."""
+        return min(-(-width // w) * -(-depth // d) for d, w in self.configs)
+
+
+_ECP5 = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
+_ICE40 = ((2048, 2), (1024, 4), (512, 8), (256, 16))
+DEVICES = {
+    "ecp5-85f": Device("ecp5-85f", "ECP5 LFE5U-85F", "DP16KD", 208, _ECP5),
+    "ecp5-45f": Device("ecp5-45f", "ECP5 LFE5U-45F", "DP16KD", 108, _ECP5),
+    "ecp5-25f": Device("ecp5-25f", "ECP5 LFE5U-25F", "DP16KD", 56, _ECP5),
+    "ecp5-12f": Device("ecp5-12f", "ECP5 LFE5U-12F", "DP16KD", 32, _ECP5),
+    "ice40up5k": Device("ice40up5k", "iCE40 UP5K", "SB_RAM40_4K", 30, _ICE40),
+}
+DEFAULT_DEVICE = "ecp5-85f"

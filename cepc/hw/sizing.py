@@ -1,0 +1,111 @@
+"""Choosing the partitioner and its size for a device (``cepc compile --partitioner auto``).
+
+The table partitioner keeps partition state in block RAM and takes a tuple
+every cycle; it is the default wherever its table fits. Direct indexing (the
+key is the address) needs no tag and never drops a tuple, so it is chosen
+when 2^key bits entries fit the device's block RAM budget; otherwise the
+table is hashed, as large as the budget allows. Woods' pipeline partitioner
+(flip-flops only, a tuple every other cycle) is the fallback when not even a
+small table fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan import DesignPlan, QueryPlan
+from .devices import DEFAULT_DEVICE, DEVICES, Device  # noqa: F401 - re-exported
+from .layouts import key_width
+from .partition.table import DEFAULT_WAYS, STAMP_BITS
+
+BUDGET = 0.5  # share of the device's block RAM the partition tables may take
+MIN_TABLE = 64  # below this many entries the pipeline partitioner serves as well
+PIPELINE_DEFAULT = 16  # the pipeline partitioner's default length
+
+
+def entry_bits(design: DesignPlan, q: QueryPlan, direct: bool, within: bool, evict: bool) -> int:
+    state = q.payload_width if q.tracks_matches else q.nfa.n_states
+    time = design.tuple.field(q.time_field).width + 1 if within and q.within is not None else 0
+    return state + (0 if direct else key_width(design.tuple, q)) + time + (STAMP_BITS if evict else 0)
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    query: str
+    direct: bool
+    entries: int
+    ways: int
+    entry_bits: int
+    blocks: int
+
+
+def table_plan(design: DesignPlan, q: QueryPlan, entries: int, device: Device, evict: bool = False,
+               ways: int = DEFAULT_WAYS) -> TablePlan:
+    """The table a query gets for ``entries`` partitions (rounded as the hardware rounds them)."""
+    kw = key_width(design.tuple, q)
+    direct = (1 << kw) <= entries
+    if direct:
+        entries, ways = 1 << kw, 1
+    else:
+        entries = ways * max(2, 1 << (-(-entries // ways) - 1).bit_length())
+    bits = entry_bits(design, q, direct, True, evict)
+    return TablePlan(q.name, direct, entries, ways, bits, device.blocks_for(entries // ways, bits * ways))
+
+
+@dataclass(frozen=True)
+class Choice:
+    partitioner: str
+    partitions: int
+    tables: tuple[TablePlan, ...]
+    reason: str
+    ways: int = DEFAULT_WAYS  # of hashed tables
+
+
+def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partitions: int | None = None,
+           evict: bool = False) -> Choice:
+    """The partitioner and partition count for ``design`` on ``device``; ``partitioner`` and
+    ``partitions`` are the user's (``auto``/None: choose)."""
+    keyed = [q for q in design.queries if q.key_fields]
+    if not keyed:
+        return Choice(partitioner if partitioner != "auto" else "table", partitions or 1, (),
+                      "no query has PARTITION BY: one partition per query")
+    if partitioner == "pipeline":
+        return Choice("pipeline", partitions or PIPELINE_DEFAULT, (), "as asked")
+    budget = int(device.blocks * BUDGET)
+    if partitions is not None:
+        tables = tuple(table_plan(design, q, partitions, device, evict) for q in keyed)
+        return Choice("table", partitions, tables, "as asked")
+    # the largest count every keyed query's table fits, sharing the budget; wide entries make
+    # shallow, wide tables, which block RAM holds badly: fewer ways then fit more partitions
+    widest = max(key_width(design.tuple, q) for q in keyed)
+    n = 1 << min(widest, 24)
+    while n >= MIN_TABLE:
+        for ways in (DEFAULT_WAYS, 2, 1):
+            tables = tuple(table_plan(design, q, n, device, evict, ways) for q in keyed)
+            if sum(t.blocks for t in tables) <= budget:
+                return Choice("table", n, tables, f"the largest that fits half of {device.name}'s {device.block}s",
+                              ways)
+        n //= 2
+    if partitioner == "table":
+        tables = tuple(table_plan(design, q, MIN_TABLE, device, evict) for q in keyed)
+        return Choice("table", MIN_TABLE, tables, f"does not fit half of {device.name}'s block RAM")
+    return Choice("pipeline", PIPELINE_DEFAULT, (),
+                  f"not even a {MIN_TABLE}-entry table fits half of {device.name}'s block RAM")
+
+
+def describe(choice: Choice, device: Device, design: DesignPlan) -> str:
+    """One line for the user: what was chosen and why."""
+    if choice.partitioner == "pipeline":
+        return (f"partitioner: pipeline (Woods et al.), {choice.partitions} partitions, one tuple every other "
+                f"cycle ({choice.reason})")
+    if not choice.tables:
+        return f"partitioner: none needed ({choice.reason})"
+    parts = []
+    for t in choice.tables:
+        q = next(q for q in design.queries if q.name == t.query)
+        how = f"direct-indexed by {', '.join(q.key_fields)}" if t.direct else f"hashed, {t.ways}-way buckets"
+        parts.append(f"{t.query} {how}: {t.entries:,} partitions of {t.entry_bits} bits in {t.blocks} "
+                     f"{device.block}s")
+    used = sum(t.blocks for t in choice.tables)
+    return (f"partitioner: table, one tuple per cycle — {'; '.join(parts)} ({used} of {device.blocks} on "
+            f"{device.name}; {choice.reason})")

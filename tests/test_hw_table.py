@@ -1,0 +1,214 @@
+"""The table partitioner (block RAM, one key per cycle) against a software model of it, in
+``amaranth.sim``: back-to-back keys, bucket collisions, full buckets, stalls, WITHIN expiry,
+the reset sweep."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.hdl import ClockDomain, Module
+from amaranth.sim import Simulator
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cepc.hw.partition import TablePartitioner
+from cepc.hw.partition.table import DEPTH, h3
+
+
+class Model:
+    """What the table holds: per bucket, up to ``ways`` keys with a non-zero state."""
+
+    def __init__(self, dut: TablePartitioner):
+        self.dut = dut
+        self.buckets: dict[int, dict[int, int]] = {}
+
+    def lookup(self, key: int) -> tuple[int, bool, bool]:
+        bucket = self.buckets.get(self.dut.index(key), {})
+        return bucket.get(key, 0), key in bucket, len(bucket) < self.dut.ways
+
+    def store(self, key: int, state: int) -> None:
+        bucket = self.buckets.setdefault(self.dut.index(key), {})
+        if state:
+            if key in bucket or len(bucket) < self.dut.ways:
+                bucket[key] = state
+        else:
+            bucket.pop(key, None)
+
+
+def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0):
+    """Inject ``keys`` one per enabled cycle (``en`` drops at random); at the output apply
+    ``update(key, state) -> next`` and check hit/free/state against the model."""
+    model = Model(dut)
+    rng = random.Random(seed)
+    seen = []
+    pending = list(keys)
+
+    async def bench(ctx):
+        cycles = 0
+        while len(seen) < len(keys):
+            en = rng.random() >= stall
+            ctx.set(dut.en, en)
+            if pending and ctx.get(dut.slot):
+                ctx.set(dut.inject, 1)
+                ctx.set(dut.key, pending[0])
+                if en:
+                    pending.pop(0)
+            else:
+                ctx.set(dut.inject, 0)
+            if ctx.get(dut.out_valid) and en:
+                k, s, h, f = (ctx.get(dut.out_key), ctx.get(dut.out_state), ctx.get(dut.out_hit),
+                              ctx.get(dut.out_free))
+                assert (s, bool(h), bool(f)) == model.lookup(k), f"key {k} at tuple {len(seen)}"
+                nxt = update(k, s)
+                ctx.set(dut.next_state, nxt)
+                model.store(k, nxt)
+                seen.append((k, s, h, f, nxt))
+            await ctx.tick()
+            cycles += 1
+            assert cycles < 20 * len(keys) + 50
+        seen.append(ctx.get(dut.occupied))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    occupied = seen.pop()
+    assert occupied == sum(len(b) for b in model.buckets.values())
+    return seen, model
+
+
+def count_up(key: int, state: int) -> int:
+    return (state + key + 1) & 0xFF or 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=80), st.sampled_from([4, 8, 16, 64]),
+       st.sampled_from([1, 2, 4]), st.floats(0, 0.5), st.integers(0, 1000))
+def test_hashed_table_equals_the_model(keys, entries, ways, stall, seed):
+    rng = random.Random(seed)
+    table = {}
+
+    def update(key, state):  # grow, or forget the key now and then
+        table[key] = 0 if rng.random() < 0.2 else count_up(key, state)
+        return table[key]
+
+    dut = TablePartitioner(entries, 8, 8, ways=ways)
+    assert not dut.direct
+    drive(dut, keys, update, stall, seed)
+
+
+def test_direct_table_holds_every_key_and_never_drops():
+    dut = TablePartitioner(1 << 8, 8, 8)
+    assert dut.direct and dut.ways == 1 and dut.entries == 256
+    keys = [random.Random(1).randrange(256) for _ in range(600)]
+    seen, model = drive(dut, keys, count_up, stall=0.3)
+    assert all(f or h for _, _, h, f, _ in seen)
+
+
+@pytest.mark.parametrize("pattern", ["same", "alternating", "colliding"])
+def test_back_to_back_keys_see_each_others_updates(pattern):
+    # one key every cycle: each tuple must see the state the tuple before it just wrote
+    dut = TablePartitioner(64, 16, 8, ways=4)
+    if pattern == "same":
+        keys = [7] * 30
+    elif pattern == "alternating":
+        keys = [7, 9] * 15
+    else:  # keys of one bucket, one after the other: forwarding of whole buckets
+        bucket = dut.index(7)
+        same = [k for k in range(1, 5000) if dut.index(k) == bucket][:4]
+        keys = same * 8
+    seen, model = drive(dut, keys, count_up)
+    states = {}
+    for k, s, h, _, nxt in seen:
+        assert s == states.get(k, 0) and bool(h) == (k in states)
+        states[k] = nxt
+
+
+def test_a_full_bucket_turns_the_fifth_key_away():
+    dut = TablePartitioner(8, 16, 8, ways=4)
+    bucket = dut.index(1)
+    keys = [k for k in range(1, 5000) if dut.index(k) == bucket][:5]
+    seen, model = drive(dut, keys + keys, lambda k, s: 1)
+    fifth = seen[4]
+    assert fifth[0] == keys[4] and not fifth[2] and not fifth[3]  # neither hit nor free: dropped
+    assert all(h for _, _, h, _, _ in seen[5:9])  # the first four keep their entries
+
+
+def test_within_frees_expired_entries_for_others():
+    dut = TablePartitioner(4, 8, 4, ways=4, expiry_width=16)
+    same = [k for k in range(256) if dut.index(k) == dut.index(1)][:6]
+    events = []  # (key, time): four keys fill a bucket, a fifth finds it full, a sixth comes after their windows
+
+    async def bench(ctx):
+        ctx.set(dut.en, 1)
+        schedule = list(zip(same, [0, 1, 2, 3, 4, 50]))
+        out_times = list(schedule)
+        for cycle in range(len(schedule) + DEPTH + 2):
+            if cycle < len(schedule):
+                ctx.set(dut.inject, 1)
+                ctx.set(dut.key, schedule[cycle][0])
+            else:
+                ctx.set(dut.inject, 0)
+            if ctx.get(dut.out_valid):
+                key, time = out_times.pop(0)
+                ctx.set(dut.now, time)
+                ctx.set(dut.next_expiry, time + 10)
+                ctx.set(dut.next_state, 1)
+                events.append((key, ctx.get(dut.out_hit), ctx.get(dut.out_free), ctx.get(dut.evicted)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert events[4] == (same[4], 0, 0, 0)  # bucket full, nothing expired yet: dropped
+    assert events[5] == (same[5], 0, 1, 1)  # at time 50 every entry has expired: one is reclaimed
+
+
+def test_reset_sweeps_the_table():
+    dut = TablePartitioner(16, 8, 4)
+    top = Module()
+    top.domains.sync = sync = ClockDomain()
+    top.submodules.dut = dut
+    got, sweep = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.en, 1)
+        for phase in range(2):
+            for key in (3, 3):
+                while not ctx.get(dut.slot):
+                    await ctx.tick()
+                ctx.set(dut.inject, 1)
+                ctx.set(dut.key, key)
+                await ctx.tick()
+                ctx.set(dut.inject, 0)
+                for _ in range(DEPTH - 1):
+                    await ctx.tick()
+                got.append(ctx.get(dut.out_state))
+                ctx.set(dut.next_state, 5)
+                await ctx.tick()
+            if phase == 0:
+                ctx.set(sync.rst, 1)
+                await ctx.tick()
+                ctx.set(sync.rst, 0)
+                while not ctx.get(dut.slot):
+                    sweep.append(1)
+                    await ctx.tick()
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8, domain="sync")
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [0, 5, 0, 5]  # the reset forgot key 3
+    assert len(sweep) == dut.buckets  # one bucket cleared per cycle
+
+
+def test_h3_hash_spreads_keys():
+    dut = TablePartitioner(1 << 12, 32, 4, ways=4)
+    dut._MustUse__silence = True  # only its hash is used here
+    counts = {}
+    for k in range(1 << 14):
+        counts[dut.index(k)] = counts.get(dut.index(k), 0) + 1
+    assert len(counts) == dut.buckets and max(counts.values()) <= 40  # 16 keys a bucket on average
+    assert dut.index(12345) == h3(12345, dut.hash_rows)
