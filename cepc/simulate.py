@@ -67,10 +67,9 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
 
 def _compile(checked: Checked, opts: SimOptions, work: Path):
     from .emit import verilog
+    from .hw import sizing
     from .hw.top import Top
     from .nfa.lower import lower
-
-    from .hw import sizing
 
     design = lower(checked, opts.max_length)
     choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
