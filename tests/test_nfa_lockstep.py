@@ -49,7 +49,8 @@ MEASURES = ("COUNT(*) AS cnt, FIRST(t) AS t0, MAX(v) AS mx, SUM(w) AS sw, LAST(c
             "MIN(w) - FIRST(v) AS d, v > FIRST(v) AS up, FIRST(n) AS fn, SUM(big) AS sb, LAST(f) AS lf, "
             "MIN(big) + 1 AS mb, n AS n_last, 'x' AS tag, w * -3 AS w3, NOT f AS nf")
 MODES = ["SKIP PAST LAST ROW", "CONTINUE"]
-EXAMPLES = ["mshape/mshape.sql"]
+EXAMPLES = ["mshape/mshape.sql", "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
+            "finance/finance5/finance5.sql"]
 BIG = [0, 1, 5, 1 << 62, (1 << 63) + 7, (1 << 64) - 1]
 
 
@@ -244,6 +245,23 @@ def test_generated_market_data(example):
     df = generate(checked, 30000, 40, seed=5)
     want = assert_same(checked, df)
     assert 0 < len(want[0]) < len(df) // 10
+
+
+def test_finance5_window_idiom_equals_within():
+    # finance5's README: Hirzel's notTooLong predicate and WITHIN say the same (both prune partial
+    # matches older than the window; the retention rule is the earliest start either way)
+    query_file = ROOT / "examples" / "finance" / "finance5" / "finance5.sql"
+    text = query_file.read_text()
+    within = (text.replace("PATTERN", "WITHIN 19999\nPATTERN")
+              .replace("notTooLong    AS time - FIRST(time) < 20000", "notTooLong    AS TRUE")
+              .replace("largeIncrease AS time - FIRST(time) < 20000 AND", "largeIncrease AS"))
+    assert within.count("20000") == 0 and "WITHIN 19999" in within
+    from cepc.gen import generate
+
+    checked = check(parse_file(query_file))
+    df = generate(checked, 40000, 20, seed=8)
+    idiom = assert_same(checked, df)
+    assert assert_same(check(parse(within)), df) == idiom and len(idiom[0]) > 5
 
 
 def test_enum_as_categorical_gives_the_same_reports():
