@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware bench-verification
+.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware bench-verification bench-finance
 
 setup: $(STAMP)
 
@@ -80,3 +80,7 @@ bench-hardware: setup
 
 bench-verification: setup
 	$(PY) bench/verification.py $(ARGS)
+
+# Hirzel's finance benchmarks: selectivity, golden on Spark, reference vs lock-step engine (1M events each)
+bench-finance: setup
+	$(PY) bench/finance.py $(ARGS)

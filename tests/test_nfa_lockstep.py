@@ -298,6 +298,25 @@ def test_exact_arithmetic_at_64_bits():
         assert lockstep_reports(checked, df, lockstep_min=lockstep_min) == want
 
 
+@pytest.mark.parametrize("padded", [True, False])
+def test_segments_padded_or_reduced(padded):
+    # the winner of each position is a min over its incoming edges: over segments padded to the
+    # largest in-degree (the usual case), or with reduceat where padding would cost too much
+    if padded:
+        pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("M"), ast.Var("K"))), 1, None),
+                           ast.Var("L")))
+    else:  # one position with many predecessors, many with one
+        heads = ast.Alt(tuple(ast.Var(v) for v in ["P0", "P1", "P2", "P3", "P4"] * 2))
+        pattern = ast.Seq((heads, ast.Var("K"), ast.Var("R")))
+    checked = check(parse(query(pattern, "CONTINUE", 6)))
+    qm = reference.QueryMatcher(checked, 0)
+    assert lockstep.LockstepMatcher(qm).padded is padded
+    rows = seeded_rows(21, 6000, 12)
+    want = assert_same(checked, frame(rows))
+    assert len(want[0]) > 20
+    assert assert_same(checked, frame(rows), lockstep_min=1) == want
+
+
 def test_no_partition_by_and_empty_input():
     text = SCHEMA + """MEASURES COUNT(*) AS n, MAX(v) AS top
     PATTERN (P2 R+ F) DEFINE P2 AS v > 100, R AS v > LAST(v), F AS v <= FIRST(v) + 30 AND c != 'a';"""

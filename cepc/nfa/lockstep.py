@@ -296,9 +296,17 @@ class LockstepMatcher:
         for p in range(n):
             for t in _bits(pos.follow[p]):
                 into[t].append(p)
+        self.width = max((len(p) for p in into), default=1) or 1
+        edges = sum(max(len(p), 1) for p in into)
+        # Pad every segment to the largest in-degree (more dummy edges) when that costs little:
+        # the reduction is then a min over one axis of a (positions, width, keys) array, much
+        # faster than numpy's reduceat.
+        self.padded = n * self.width <= 2 * edges + n
         src, dst, local = [], [], []
         for t in range(n):
             preds = into[t] or [n]
+            if self.padded:
+                preds = preds + [n] * (self.width - len(preds))
             src += preds
             dst += [t] * len(preds)
             local += range(len(preds))
@@ -306,7 +314,6 @@ class LockstepMatcher:
         self.edst = np.array(dst, dtype=np.int64)
         self.elocal = np.array(local, dtype=np.int64)
         self.seg = np.searchsorted(self.edst, np.arange(n)) if n else np.zeros(0, np.int64)
-        self.width = max((len(p) for p in into), default=1) or 1
         # predicate table columns: aggregate-free predicates, then always-true, then always-false
         ones, zeros = len(self.vec_preds), len(self.vec_preds) + 1
         col = {name: i for i, name in enumerate(self.vec_preds)}
@@ -506,19 +513,32 @@ class LockstepMatcher:
                                                 np.minimum(L, t_end))
         tm_rows[off[t_of] + g_of] = order[S0[g_of] + t_of]
         cur_tm = {f: vals[f][tm_rows] for f in self.step_fields}
-        tab_tm = table[tm_rows]
+        tab_tm = np.ascontiguousarray(table[tm_rows].T)  # predicates × rows
 
-        esrc, elocal, seg, width = self.esrc, self.elocal, self.seg, self.width
-        edge_col, start_col, last_idx = self.edge_col, self.start_col, self.last_idx
+        # Position-major state for the loop (positions × keys): the segmented reduction and the
+        # gathers then run along contiguous rows. Keys are columns, live keys a prefix.
+        G = len(L)
         n = self.n
+        active = np.ascontiguousarray(st["active"].T)
+        start = np.ascontiguousarray(st["start"].T)
+        regs = {k: np.ascontiguousarray(v.T) for k, v in st["regs"].items()}
+        prev, ordinal = st["prev"], st["ord"]
+        flat_regs = {k: v.reshape(-1) for k, v in regs.items()}
+        flat_start = start.reshape(-1)
+        cols = np.arange(G, dtype=np.int64)
+
+        esrc, elocal, width = self.esrc, self.elocal, self.width
+        seg_col = self.seg[:, None]
+        edge_col, start_col, last_idx = self.edge_col, self.start_col, self.last_idx
+        last_e = len(esrc) - 1
         latest, skip = self.latest, self.skip
         sent = np.int64(-1) if latest else np.int64(np.iinfo(np.int64).max)
         reduce = np.maximum.reduceat if latest else np.minimum.reduceat
+        reduce_pad = np.max if latest else np.min
+        padded = self.padded
         pick = np.argmax if latest else np.argmin
-        active, start, ordinal = st["active"], st["start"], st["ord"]
-        regs, prev = st["regs"], st["prev"]
         within = self.within
-        tkey = self.tkey
+        tkey, tfield = self.tkey, self.time
         if within is not None:
             tlo, thi = self._ranges[self.time]
             if thi - tlo <= within:
@@ -527,79 +547,93 @@ class LockstepMatcher:
                 tdiff = _dtype((tlo - thi, thi - tlo))
         agg_items = [(self.agg_fns[name], self.agg_edges[name], esrc[self.agg_edges[name]], self.agg_keys[name])
                      for name in self.agg_preds]
-        stored = [(k, regs[k], k[0], k[1]) for k in self.stored]
-        measured = self.query.measures
-        keep_regs = [k for k in self.stored]
+        stored = [(k, flat_regs[k], regs[k], k[0], k[1]) for k in self.stored]
+        measured = bool(self.query.measures)
+        lasts = self.lasts
+        take = np.take
         for t in range(t_end):
             k = int(live[t])
-            sl = slice(int(off[t]), int(off[t + 1]))
-            tab = tab_tm[sl]
-            cur = {f: a[sl] for f, a in cur_tm.items()}
-            A = active[:k]
-            B = start[:k]
+            lo_, hi_ = int(off[t]), int(off[t + 1])
+            tab = tab_tm[:, lo_:hi_]  # predicates × keys
+            cur = {f: a[lo_:hi_] for f, a in cur_tm.items()}
+            B = start[:, :k]
             now_ord = ordinal[:k] + t
-            valid = A[:, esrc] & tab[:, edge_col]
+            valid = take(active[:, :k], esrc, axis=0)
+            valid &= take(tab, edge_col, axis=0)
             if within is not None:
-                T = regs[tkey][:k][:, esrc]
-                now = cur[self.time][:, None]
-                span = now.astype(tdiff, copy=False) - T.astype(tdiff, copy=False)
+                span = cur[tfield].astype(tdiff, copy=False) - take(regs[tkey][:, :k], esrc, axis=0).astype(
+                    tdiff, copy=False)
                 valid &= span <= within
             if agg_items and valid.any():
-                for fn, cols, srcs, keys in agg_items:
+                for fn, rows_e, srcs, keys in agg_items:
                     env = {}
                     for key in keys:
                         if isinstance(key, str):
-                            env[key] = cur[key][:, None]
+                            env[key] = cur[key]
                         elif key[0] == "LAST":
-                            env[key] = prev[key[1]][:k, None]
+                            env[key] = prev[key[1]][:k]
                         elif key[0] == "COUNT":
-                            env[key] = now_ord[:, None] - B[:, srcs]
+                            env[key] = now_ord - take(B, srcs, axis=0)
                         else:
-                            env[key] = regs[key][:k][:, srcs]
-                    valid[:, cols] &= fn(env)
-            code = np.where(valid, B[:, esrc] * width + elocal, sent)
-            best = reduce(code, seg, axis=1)  # (k, n)
+                            env[key] = take(regs[key][:, :k], srcs, axis=0)
+                    valid[rows_e] &= fn(env)
+            code = take(B, esrc, axis=0)
+            code *= width
+            code += elocal[:, None]
+            code[~valid] = sent
+            if padded:
+                best = reduce_pad(code.reshape(n, width, k), axis=1)  # positions × keys
+            else:
+                best = reduce(code, self.seg, axis=0)
             edge_ok = best != sent
-            fresh = tab[:, start_col]
+            fresh = take(tab, start_col, axis=0)
             if latest:
                 act = edge_ok | fresh
             else:
-                fresh = fresh & ~edge_ok
+                fresh &= ~edge_ok
                 act = edge_ok | fresh
-            src = esrc[np.minimum(seg + best % width, len(esrc) - 1)]
-            new_start = np.where(fresh, now_ord[:, None], np.take_along_axis(B, src, 1))
+            edge = seg_col + best % width
+            np.minimum(edge, last_e, out=edge)
+            fidx = take(esrc, edge) * G + cols[:k]  # flat index of each winner's state
+            new_start = take(flat_start, fidx)
+            np.copyto(new_start, now_ord, where=fresh)
             new_regs = {}
-            for key, R, func, f in stored:
-                v = cur[f][:, None]
-                old = np.take_along_axis(R[:k], src, 1)
+            for key, flat, _, func, f in stored:
+                v = cur[f]
+                old = take(flat, fidx)
                 if func == "FIRST":
-                    nv = np.where(fresh, v, old)
+                    nv = old
                 elif func == "MIN":
-                    nv = np.where(fresh, v, np.minimum(old, v.astype(old.dtype, copy=False)))
+                    nv = np.minimum(old, v.astype(old.dtype, copy=False))
                 elif func == "MAX":
-                    nv = np.where(fresh, v, np.maximum(old, v.astype(old.dtype, copy=False)))
+                    nv = np.maximum(old, v.astype(old.dtype, copy=False))
                 else:
-                    nv = np.where(fresh, v, old + v.astype(old.dtype, copy=False))
-                new_regs[key] = nv.astype(R.dtype, copy=False)
-            ends = act[:, last_idx]
-            hit = ends.any(axis=1)
+                    nv = old + v.astype(old.dtype, copy=False)
+                nv = np.where(fresh, v, nv).astype(old.dtype, copy=False)
+                new_regs[key] = nv
+            ends = take(act, last_idx, axis=0)
+            hit = ends.any(axis=0)
             if hit.any():
                 hk = np.flatnonzero(hit)
-                es = np.where(ends[hk], new_start[hk][:, last_idx], sent)
-                p = last_idx[pick(es, axis=1)]
-                rec = {"row": tm_rows[sl][hk], "ord": now_ord[hk], "start": new_start[hk, p]}
+                es = np.where(ends[:, hk], new_start[last_idx][:, hk], sent)
+                p = last_idx[pick(es, axis=0)]
+                rec = {"row": tm_rows[lo_:hi_][hk], "ord": now_ord[hk], "start": new_start[p, hk]}
                 if measured:
-                    for key in keep_regs:
-                        rec[key] = new_regs[key][hk, p]
+                    for key in self.stored:
+                        rec[key] = new_regs[key][p, hk]
                 reports.append(rec)
                 if skip:
-                    act[hk] = False
-            active[:k, :n] = act
-            start[:k, :n] = new_start
-            for key, R, _, _ in stored:
-                R[:k, :n] = new_regs[key]
-            for f in self.lasts:
+                    act[:, hk] = False
+            active[:n, :k] = act
+            start[:n, :k] = new_start
+            for key, _, R, _, _ in stored:
+                R[:n, :k] = new_regs[key]
+            for f in lasts:
                 prev[f][:k] = cur[f]
+        st["active"][:] = active.T
+        st["start"][:] = start.T
+        for k, v in regs.items():
+            st["regs"][k][:] = v.T
         return t_end
 
     # --- the scalar tail ----------------------------------------------------------------------
