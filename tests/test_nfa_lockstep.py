@@ -264,6 +264,27 @@ def test_finance5_window_idiom_equals_within():
     assert assert_same(check(parse(within)), df) == idiom and len(idiom[0]) > 5
 
 
+def test_documented_retention_examples():
+    # docs/language.md, "Exactness": a dropped partial match loses a row; WITHIN's latest start
+    drop = """CREATE STREAM ticks (time TIMESTAMP, price UINT16);
+    MEASURES FIRST(price) AS base, COUNT(*) AS n
+    PATTERN ( . X* BIG )
+    DEFINE X AS TRUE, BIG AS price >= FIRST(price) + 11;"""
+    ticks = pd.DataFrame({"time": np.arange(1, 5, dtype=np.int64), "price": np.array([5, 3, 4, 14], dtype=np.int64)})
+    assert assert_same(check(parse(drop)), ticks) == ([], [])
+    assert assert_same(check(parse(drop)), ticks.iloc[1:].reset_index(drop=True)) == ([2], [(3, 3)])
+    window = """CREATE STREAM ev (time TIMESTAMP, kind ENUM('a', 'b', 'c'));
+    AFTER MATCH CONTINUE WITHIN 5
+    MEASURES FIRST(time) AS started, COUNT(*) AS n
+    PATTERN ( A .* B )
+    DEFINE A AS kind = 'a', B AS kind = 'b';"""
+    ev = pd.DataFrame({"time": np.array([0, 4, 5, 8], dtype=np.int64),
+                       "kind": np.array(["a", "a", "c", "b"], dtype=object)})
+    assert assert_same(check(parse(window)), ev) == ([3], [(4, 3)])
+    earliest = window.replace("B AS kind = 'b';", "B AS kind = 'b' AND COUNT(*) >= 1;")
+    assert assert_same(check(parse(earliest)), ev) == ([], [])
+
+
 def test_enum_as_categorical_gives_the_same_reports():
     # the Spark tasks hand ENUM columns over as pandas Categoricals
     pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Var("L"), 1, None), ast.Var("C")))

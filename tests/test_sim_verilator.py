@@ -31,7 +31,9 @@ def read(path: Path) -> list[list[str]]:
         return list(csv.reader(fh))[1:]
 
 
-@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql"])
+@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql",
+                                     "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
+                                     "finance/finance5/finance5.sql"])
 def test_examples_simulate_to_their_expected_files(example, tmp_path):
     query = ROOT / "examples" / example
     out = tmp_path / "sim.csv"
