@@ -57,10 +57,10 @@ demo: setup
 	@echo "== 4. golden result on Spark (embedded, local[*])"
 	$(CEPC) golden $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/golden.csv
 	@echo "== 5. compile to Verilog (+ cepc_top.json sidecar) and lint it with Verilator -Wall"
-	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.v --partitions 64 --bus-width 64
+	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.v --bus-width 64
 	$(VERILATOR) --lint-only -Wall $(DEMO_DIR)/cepc_top.v
 	@echo "== 6. simulate the design in Verilator (cocotb + cocotbext-axi, with backpressure) and compare"
-	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv --partitions 64 \
+	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv \
 		--backpressure 0.2 --stall 0.1 --compare $(DEMO_DIR)/golden.csv
 	@echo "== demo done: hardware and golden agree on $$(($$(wc -l < $(DEMO_DIR)/golden.csv) - 1)) matches; outputs in $(DEMO_DIR)/"
 
