@@ -37,7 +37,7 @@ test-quick: setup
 	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
 
 lint: setup
-	$(VENV)/bin/ruff check cepc tests
+	$(VENV)/bin/ruff check .
 
 DEMO_DIR := demo
 DEMO_Q   := examples/marathon/marathon.sql
