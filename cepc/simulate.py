@@ -9,6 +9,7 @@ and decoding the records happens here, through the same
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -62,7 +63,19 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
+    h.update(_compiler_digest())
     return h.hexdigest()[:16]
+
+
+@functools.cache
+def _compiler_digest() -> bytes:
+    """The compiler's own sources (and templates): a change to them is a new design, not a cached one."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".lark", ".j2") and p.is_file()):
+        h.update(str(path.relative_to(package)).encode())
+        h.update(path.read_bytes())
+    return h.digest()
 
 
 def _compile(checked: Checked, opts: SimOptions, work: Path):
