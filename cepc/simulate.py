@@ -9,6 +9,7 @@ and decoding the records happens here, through the same
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
@@ -108,6 +109,14 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
         raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
     work = (opts.build_root / _design_hash(checked, opts)).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    # one run at a time per build directory: a second `cepc sim` of the same design (another
+    # shell, a parallel test) waits for the first rather than rebuild or overwrite its files
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _simulate(checked, frame, opts, work)
+
+
+def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Path) -> SimResult:
     t0 = time.perf_counter()
     design, latency = _compile(checked, opts, work)
 

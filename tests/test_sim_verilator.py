@@ -176,3 +176,31 @@ def test_parse_file_roundtrip_for_sim_inputs():
     tup = lower(checked).tuple
     row = {"time": 2**64 - 1, "checkpoint": "Bronx", "runner": 65535, "speed": 7}
     assert tup.unpack(int.from_bytes(tup.to_bytes(row), "little")) == row
+
+
+def _simulate_one(args):
+    text, seed, root = args
+    checked = check(parse(text))
+    frame, want = _small_case(checked, seed)
+    result = simulate(checked, frame, SimOptions(bus_width=32, partitions=8, partitioner="pipeline",
+                                                 seed=seed, build_root=Path(root)))
+    return result.rows == want, result.counters["tuples_in"], len(frame)
+
+
+def _small_case(checked, seed):
+    stream = np.random.default_rng(seed)
+    n = 200 + 50 * seed  # a different length per run: one run's files must not leak into the other
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": stream.integers(0, 5, n),
+                          "c": np.array(list(pt.LETTERS), dtype=object)[stream.integers(0, 4, n)]})
+    return frame, expected_rows(checked, frame)
+
+
+def test_concurrent_runs_of_one_design_do_not_share_files(tmp_path):
+    # two `cepc sim` processes, one design, one build directory: each gets its own result
+    import multiprocessing
+
+    text = pt.schema() + f"PARTITION BY k PATTERN (P0 P1+ P2) DEFINE {pt.defines()};"
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.map(_simulate_one, [(text, seed, str(tmp_path)) for seed in (1, 2)])
+    for same, tuples_in, n in results:
+        assert same and tuples_in == n
