@@ -207,6 +207,19 @@ def _partition_options(c) -> None:
                    help=f"target device, for sizing the partition tables (default: {DEFAULT_DEVICE})")
 
 
+def _automaton_options(c) -> None:
+    c.add_argument("--automaton", choices=["nfa", "dfa"], default="nfa",
+                   help="nfa: the wiring NFA, one flip-flop per predicate occurrence (Woods et al. §4.5); dfa: its "
+                        "powerset construction, for comparison (state explosion, §4.2; no aggregates, MEASURES or "
+                        "WITHIN) (default: nfa)")
+    c.add_argument("--dfa-encoding", choices=["onehot", "binary"], default="onehot",
+                   help="state encoding of --automaton dfa: one flip-flop per DFA state, or a binary state number "
+                        "(default: onehot)")
+    c.add_argument("--no-decoder", action="store_true",
+                   help="evaluate each NFA state's predicate on its own instead of in the shared predicate decoder "
+                        "(Woods et al. Fig. 12; for comparison)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cepc", description="Compile complex-event-processing pattern queries "
                                 "into FPGA hardware.")
@@ -245,16 +258,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="longest match a query with aggregates, MEASURES or WITHIN tracks when its pattern is "
                         "unbounded: sizes COUNT and SUM registers; longer partial matches are dropped and counted "
                         f"in `overflow` (default: {DEFAULT_MAX_LENGTH})")
-    c.add_argument("--automaton", choices=["nfa", "dfa"], default="nfa",
-                   help="nfa: the wiring NFA, one flip-flop per predicate occurrence (Woods et al. §4.5); dfa: its "
-                        "powerset construction, for comparison (state explosion, §4.2; no aggregates, MEASURES or "
-                        "WITHIN) (default: nfa)")
-    c.add_argument("--dfa-encoding", choices=["onehot", "binary"], default="onehot",
-                   help="state encoding of --automaton dfa: one flip-flop per DFA state, or a binary state number "
-                        "(default: onehot)")
-    c.add_argument("--no-decoder", action="store_true",
-                   help="evaluate each NFA state's predicate on its own instead of in the shared predicate decoder "
-                        "(Woods et al. Fig. 12; for comparison)")
+    _automaton_options(c)
     c.add_argument("--top", metavar="NAME", default="cepc_top", help="name of the top module (default: cepc_top)")
     c.set_defaults(func=cmd_compile)
 
@@ -280,6 +284,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L",
                    help=f"as for compile (default: {DEFAULT_MAX_LENGTH})")
+    _automaton_options(c)
     c.add_argument("--packet-tuples", type=int, metavar="T", default=64,
                    help="tuples per AXI-Stream packet (default: 64)")
     c.add_argument("--stall", type=float, metavar="P", default=0.0,
