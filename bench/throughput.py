@@ -282,7 +282,8 @@ def fmt(x: float) -> str:
 
 def markdown(r: dict) -> str:
     hw = r["hardware"]
-    lines = ["# Throughput", "", f"Machine: {r['machine']}.", "",
+    lines = ["# Throughput", "", f"Machine: {r['machine']}. Times from one run on a shared machine: compare "
+             "ratios within a table, not seconds across runs.", "",
              "## Hardware vs the papers and the wire", "",
              f"{hw['fmax']['design']} on the {hw['fmax'].get('device', 'ECP5')}: Fmax {hw['fmax']['fmax_mhz']} MHz "
              f"({hw['fmax']['source']}); {hw['tuples_per_cycle']} tuples/cycle measured in amaranth.sim "
@@ -297,10 +298,10 @@ def markdown(r: dict) -> str:
     g = r.get("golden")
     if g:
         lines += ["## Golden model (Spark) vs Hirzel", "",
-                  "| events | warm ev/s | command ev/s | Hirzel (830 k, C++, 8 cores) ÷ warm |", "|---:|---:|---:|---:|"]
+                  "| events | warm ev/s | command ev/s | warm ÷ Hirzel (830 k, C++, 8 cores) |", "|---:|---:|---:|---:|"]
         for row in g:
             lines.append(f"| {row['events']:,} | {fmt(row['warm_events_per_s'])} | {fmt(row['command_events_per_s'])} | "
-                         f"{HIRZEL_EVENTS_S / row['warm_events_per_s']:.2f} |")
+                         f"{row['warm_events_per_s'] / HIRZEL_EVENTS_S:.2f}× |")
         lines += ["", "From bench/results/verification.json (marathon, 1000 runners).", ""]
     s = r.get("side_by_side")
     if s:
