@@ -134,3 +134,38 @@ def test_state_explosion_pattern_in_hardware(encoding):
     bits = [rng.randint(0, 1) for _ in range(60)]
     frame = pd.DataFrame({"t": np.arange(60, dtype=np.int64), "b": np.array(bits, dtype=np.int64)})
     hwsim.run_and_compare(checked, frame, dfa_encoding=encoding, bus_width=72, partitions=1)
+
+
+# --- the command line --------------------------------------------------------------------------------
+
+
+def test_compile_with_a_dfa_says_its_size_and_writes_it_into_the_sidecar(tmp_path, capsys):
+    import json
+
+    from cepc.cli import main
+
+    query = tmp_path / "bits.sql"
+    query.write_text(bits_query(4))
+    for encoding, width in (("onehot", 15), ("binary", 4)):
+        out = tmp_path / f"{encoding}.v"
+        assert main(["compile", str(query), "-o", str(out), "--automaton", "dfa", "--dfa-encoding", encoding]) == 0
+        assert f"query q0: DFA of 16 states (11 NFA states), {encoding} in {width} bits" in capsys.readouterr().err
+        side = json.loads(out.with_suffix(".json").read_text())
+        assert side["queries"][0]["dfa"] == {"states": 16, "encoding": encoding, "width": width}
+        assert "As a DFA (powerset construction): 16 states" in out.read_text()
+
+
+def test_compile_refuses_a_dfa_for_aggregates_and_no_decoder_with_a_dfa(tmp_path, capsys):
+    from pathlib import Path
+
+    from cepc.cli import main
+
+    finance = Path(__file__).resolve().parent.parent / "examples" / "finance" / "finance0" / "finance0.sql"
+    assert main(["compile", str(finance), "-o", str(tmp_path / "f.v"), "--automaton", "dfa"]) == 1
+    err = capsys.readouterr().err
+    assert "error: --automaton dfa does not support aggregates, MEASURES or WITHIN (query finance0)" in err
+    assert "Traceback" not in err
+    query = tmp_path / "bits.sql"
+    query.write_text(bits_query(2))
+    assert main(["compile", str(query), "-o", str(tmp_path / "b.v"), "--automaton", "dfa", "--no-decoder"]) == 1
+    assert "--no-decoder applies to the NFA" in capsys.readouterr().err
