@@ -340,8 +340,9 @@ def markdown(result: dict) -> str:
                      f"{b['lut']} | {b['ff']} |")
     lines += ["", "## Predicate decoder: `(A B){i}`, A = `x = 1234 AND y < 100`, B = `x > 4000` (Woods Fig. 12)", "",
               "*per state, flattened*: `--no-decoder` synthesised as usual — Yosys merges the identical "
-              "comparators (opt_merge), recovering the shared decoder. *kept apart*: each state's predicate "
-              "module is kept (`keep_hierarchy`), the circuit without a decoder.", "",
+              "comparators (opt_merge), partly recovering the shared decoder (without its register, ABC maps the "
+              "merged logic into each state's cone, unevenly from one i to the next). *kept apart*: each state's "
+              "predicate module is kept (`keep_hierarchy`), the circuit without a decoder.", "",
               "| i | NFA states | shared decoder LUT4 | per state, flattened LUT4 | per state, kept apart LUT4 |",
               "|---:|---:|---:|---:|---:|"]
     dec = {(r["i"], r["variant"]): r for r in result["decoder"]}
