@@ -47,6 +47,7 @@ class SimOptions:
     waves: Path | None = None
     simulator: str = "verilator"
     build_root: Path = field(default_factory=lambda: Path("build") / "sim")
+    timing: bool = False  # record the cycles of packet ends and records (SimResult.timing)
 
 
 @dataclass
@@ -57,6 +58,8 @@ class SimResult:
     seconds: float
     build_seconds: float
     input_cycles: int  # clock cycles from the first input beat offered to the last one taken
+    cycles: int = 0  # clock cycles from the end of reset to the end of the drain
+    timing: dict = field(default_factory=dict)  # with SimOptions.timing: cycles of "last_beats" and "records"
 
 
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
@@ -148,8 +151,13 @@ def _build_ghdl(opts: SimOptions, work: Path) -> _Build:
     return _Build(runner, test_args=[*tools.GHDL_STD, f"--workdir={obj}"], plusargs=plusargs)
 
 
-def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResult:
-    """Run ``frame`` through the compiled design in a real simulator; rows as in a match file."""
+def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, packets: list[bytes] | None = None) -> SimResult:
+    """Run ``frame`` through the compiled design in a real simulator; rows as in a match file.
+
+    ``packets``, if given, are sent instead of ``frame`` packed into packets of
+    ``opts.packet_tuples`` tuples: raw bytes, one AXI-Stream packet each (a
+    packet that ends mid-tuple tests the framer's recovery).
+    """
     if opts.simulator not in SIMULATORS:
         raise UsageError(f"unknown simulator {opts.simulator!r}; use {' or '.join(SIMULATORS)}")
     if not (BENCH_DIR / "cepc_bench.py").exists():
@@ -163,16 +171,21 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
     build = (_build_ghdl if opts.simulator == "ghdl" else _build_verilator)(opts, work)
     t1 = time.perf_counter()
 
-    rows = frame.to_dict("records")
-    (work / "input.bin").write_bytes(b"".join(design.tuple.to_bytes(r) for r in rows))
+    if packets is None:
+        rows = frame.to_dict("records")
+        (work / "input.bin").write_bytes(b"".join(design.tuple.to_bytes(r) for r in rows))
+    else:
+        (work / "input.bin").write_bytes(b"".join(packets))
     result_path = work / "result.json"
     result_path.unlink(missing_ok=True)
     (work / "dump.fst").unlink(missing_ok=True)
     config = {
         "input": str(work / "input.bin"), "output": str(result_path), "tuple_bytes": design.tuple.nbytes,
         "packet_tuples": opts.packet_tuples, "stall": opts.stall, "backpressure": opts.backpressure,
-        "seed": opts.seed, "drain_cycles": latency + 64,
+        "seed": opts.seed, "drain_cycles": latency + 64, "timing": opts.timing,
     }
+    if packets is not None:
+        config["packet_bytes"] = [len(p) for p in packets]
     (work / "config.json").write_text(json.dumps(config))
     log = work / "run.log"
     if str(BENCH_DIR) not in sys.path:  # the runner hands this process's sys.path to the simulator
@@ -197,7 +210,8 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
     out = json.loads(result_path.read_text())
     rows_out = record_rows(checked, design, [decode_record(design, word) for word in out["records"]])
     spilled = [design.tuple.unpack(w) for w in out["spilled"]]
-    return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0, out["input_cycles"])
+    return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0, out["input_cycles"], out["cycles"],
+                     out["timing"])
 
 
 def record_rows(checked: Checked, design, decoded: list[dict]) -> list[list[str]]:

@@ -127,7 +127,8 @@ class _Expressions:
         t = target if target is not None else own
         if isinstance(e, PConst):
             small = -_INT_LIMIT <= e.value <= _INT_LIMIT
-            n.update(kind="const", value=e.value, small=small, literal=literal and small, note=note,
+            n.update(kind="const", value=e.value, small=small, literal=literal and small,
+                     note=note or ("" if small else str(e.value)),  # a wide constant is written in hex
                      hex=format(e.value & ((1 << t.width) - 1), "x"))
         elif isinstance(e, PField):
             if e.name not in self.used:
@@ -141,19 +142,19 @@ class _Expressions:
             n.update(kind="arith", op=e.op, left=self.node(e.left, own, literal=not both_const),
                      right=self.node(e.right, own, literal=not both_const))
         elif isinstance(e, PCmp):
-            a, b = self.value(e.left).shape(), self.value(e.right).shape()
-            common = _common(a, b)
+            common = _common(self.value(e.left).shape(), self.value(e.right).shape())
 
-            def side(x: PExpr, shape: Shape, other: PExpr) -> dict:
-                # numeric_std compares values of one signedness exactly whatever their widths;
-                # only an unsigned operand meeting a signed one needs converting
-                want = shape if shape.signed == common.signed else signed(shape.width + 1)
-                return self.node(x, want, note=self.note(x, other), literal=True)
+            def side(x: PExpr, other: PExpr) -> dict:
+                # both operands in the common shape (numeric_std would compare unequal widths
+                # exactly too, but GHDL 2.0's synthesis fails on some); a small constant stays
+                # an integer literal, which numeric_std compares exactly with any width
+                return self.node(x, common, note=self.note(x, other), literal=True)
 
-            n.update(kind="cmp", op=e.op, left=side(e.left, a, e.right), right=side(e.right, b, e.left))
+            n.update(kind="cmp", op=e.op, left=side(e.left, e.right), right=side(e.right, e.left))
+        elif isinstance(e, PBool) and e.op == "not":
+            n.update(kind="not", operand=self.node(e.operands[0]))
         elif isinstance(e, PBool):
-            kind = "not" if e.op == "not" else "logic"
-            n.update(kind=kind, op=e.op, operands=[self.node(o) for o in e.operands])
+            n.update(kind="logic", op=e.op, operands=[self.node(o) for o in e.operands])
         else:  # pragma: no cover
             raise TypeError(e)
         return n
