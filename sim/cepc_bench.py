@@ -23,7 +23,7 @@ from pathlib import Path
 import cocotb
 from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 PERIOD_NS = 10
@@ -46,10 +46,14 @@ def _packets(data: bytes, config: dict):
 
 
 async def _timing(dut, seen: dict):
-    """Cycles (rising edges after reset) at which a packet's last beat and each record are taken."""
+    """Cycles at which a packet's last beat and each record are taken (numbered by rising edge).
+
+    Sampled at the falling edges, where every signal is settled to what the next rising edge
+    takes: no race with the writes the source and sinks make at the rising edge.
+    """
     cycle = 0
     while True:
-        await RisingEdge(dut.clk)
+        await FallingEdge(dut.clk)
         cycle += 1
         if dut.s_tvalid.value == 1 and dut.s_tready.value == 1 and dut.s_tlast.value == 1:
             seen["last_beats"].append(cycle)

@@ -313,6 +313,7 @@ def render(design: DesignPlan, top: Top, name: str, options: dict) -> str:
     """The whole design as one VHDL-2008 file."""
     if not is_identifier(name):
         raise ValueError(f"--top must be a VHDL identifier, not {name!r}")
+    top._MustUse__silence = True  # Amaranth never elaborates this Top: the VHDL comes from the plan
     return environment().get_template("design.vhd.j2").render(context(design, top, name, options))
 
 
