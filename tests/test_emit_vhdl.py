@@ -137,10 +137,12 @@ def test_signals_are_named_after_the_query(tmp_path):
 
 def test_awkward_names_become_distinct_vhdl_identifiers(tmp_path):
     text = compile_vhdl(AWKWARD, tmp_path / "top.vhd")
-    decl = re.findall(r"^\s+signal (\w+) :", text, re.M)
+    decl = re.findall(r"^\s+signal (\w+)\s*:", text, re.M)
     # VHDL does not tell case apart: X/x, next/Next/NEXT get distinct names; reserved words are prefixed
     assert {"f_X", "f_x_1", "f_range", "f_a_b", "f_x_y", "f_time"} <= set(decl)
     assert {"next_E", "Next_1_F", "NEXT_2_G", "my_query_A"} <= set(decl)
+    # conditions compared as numbers: (range > 200) = (Signal > 0)
+    assert "same_H <= '1' when to_u1(f_range > 200) = to_u1(f_Signal > 0) and f_flag = to_u1(f_a_b < 0) else '0';" in text
     for name in set(re.findall(r"^\s*(?:signal|alias|entity)\s+(\w+)\s*(?::|is\b)", text, re.M)):
         assert vhdl.is_identifier(name), name
 

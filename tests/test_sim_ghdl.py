@@ -48,11 +48,15 @@ def run(checked, frame, simulator: str, packets=None, **options) -> SimResult:
     return simulate(checked, frame, SimOptions(simulator=simulator, build_root=BUILD, **options), packets)
 
 
-def run_both(checked, frame, packets=None, **options) -> SimResult:
-    """Verilator (Verilog) and GHDL (VHDL) on the same stimulus must agree on everything they report."""
-    verilog = run(checked, frame, "verilator", packets, **options)
-    vhdl = run(checked, frame, "ghdl", packets, **options)
-    assert vhdl.rows == verilog.rows
+def run_both(checked, frame, tmp_path: Path, packets=None, **options) -> SimResult:
+    """Verilator (Verilog) and GHDL (VHDL) on the same stimulus must agree on everything they report:
+    the match files, byte for byte, the counters and the spilled tuples."""
+    results = {}
+    for simulator in ("verilator", "ghdl"):
+        results[simulator] = run(checked, frame, simulator, packets, **options)
+        events.write_matches(tmp_path / f"{simulator}.csv", checked, results[simulator].rows)
+    verilog, vhdl = results["verilator"], results["ghdl"]
+    assert (tmp_path / "ghdl.csv").read_bytes() == (tmp_path / "verilator.csv").read_bytes()
     assert vhdl.counters == verilog.counters
     assert vhdl.spilled == verilog.spilled
     return vhdl
@@ -79,7 +83,7 @@ def test_examples_simulate_to_their_expected_files(example, simulator, tmp_path)
 
 @needs_ghdl
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed):
+def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, tmp_path):
     # both AFTER MATCH modes, buses of 8, 64 and 512 bits, packets of 1, 7 and 100 tuples,
     # with gaps in s_tvalid and backpressure on m_tready and spill_tready
     rng = np.random.default_rng(seed)
@@ -90,7 +94,7 @@ def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed):
     n = 3000
     frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": rng.integers(0, 10, n),
                           "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
-    result = run_both(checked, frame, bus_width=[8, 64, 512][seed - 1], partitions=12,
+    result = run_both(checked, frame, tmp_path, bus_width=[8, 64, 512][seed - 1], partitions=12,
                       packet_tuples=[1, 7, 100][seed - 1], stall=0.2, backpressure=0.4, seed=seed)
     assert result.counters["dropped"] == 0
     want = reference_rows(checked, frame)
@@ -98,13 +102,13 @@ def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed):
 
 
 @needs_ghdl
-def test_full_partitioner_spills_the_same_tuples_on_both_back_ends():
+def test_full_partitioner_spills_the_same_tuples_on_both_back_ends(tmp_path):
     text = pt.schema() + f"PARTITION BY k PATTERN (P0 P3 P3 P2) DEFINE {pt.defines()};"
     checked = check(parse(text))
     n = 400
     frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": np.arange(n, dtype=np.int64) % 40,
                           "c": np.array(["a"] * n, dtype=object)})
-    result = run_both(checked, frame, bus_width=32, partitions=4, backpressure=0.3)
+    result = run_both(checked, frame, tmp_path, bus_width=32, partitions=4, backpressure=0.3)
     c = result.counters
     assert c["tuples_in"] == n
     assert c["dropped"] > 0 and c["dropped"] == len(result.spilled)
@@ -112,7 +116,7 @@ def test_full_partitioner_spills_the_same_tuples_on_both_back_ends():
 
 
 @needs_ghdl
-def test_several_queries_share_framing_and_decoder_on_both_back_ends():
+def test_several_queries_share_framing_and_decoder_on_both_back_ends(tmp_path):
     # keyed and unkeyed queries, a two-field key, both AFTER MATCH modes: records interleave round-robin
     text = pt.schema() + f"""
         NAME first PARTITION BY k PATTERN (P0 P3* P2) DEFINE {pt.defines()};
@@ -123,8 +127,8 @@ def test_several_queries_share_framing_and_decoder_on_both_back_ends():
     n = 1500
     frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": rng.integers(0, 6, n),
                           "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
-    result = run_both(checked, frame, bus_width=40, partitions=30, packet_tuples=9, stall=0.1, backpressure=0.6,
-                      seed=4)
+    result = run_both(checked, frame, tmp_path, bus_width=40, partitions=30, packet_tuples=9, stall=0.1,
+                      backpressure=0.6, seed=4)
     assert result.counters["dropped"] == 0
     want = reference_rows(checked, frame)
     assert result.rows == want
@@ -132,7 +136,7 @@ def test_several_queries_share_framing_and_decoder_on_both_back_ends():
 
 
 @needs_ghdl
-def test_malformed_packets_are_counted_and_framing_resyncs_on_both_back_ends():
+def test_malformed_packets_are_counted_and_framing_resyncs_on_both_back_ends(tmp_path):
     checked = check(parse_file(MARATHON))
     frame = events.load_events(MARATHON.parent / "events.csv", checked.stream)
     from cepc.nfa.lower import lower
@@ -141,19 +145,19 @@ def test_malformed_packets_are_counted_and_framing_resyncs_on_both_back_ends():
     rows = [tup.to_bytes(r) for r in frame.to_dict("records")]
     junk = b"\xff" * 7  # a packet that ends mid-tuple: its partial tuple is dropped
     packets = [b"".join(rows[:4]) + junk, junk[:3], b"".join(rows[4:9]), b"".join(rows[9:])]
-    result = run_both(checked, frame, packets, bus_width=48, partitions=7, stall=0.2)
+    result = run_both(checked, frame, tmp_path, packets, bus_width=48, partitions=7, stall=0.2)
     assert result.counters["malformed"] == 2
     assert result.counters["tuples_in"] == len(rows)
     assert result.rows == reference_rows(checked, frame)
 
 
 @needs_ghdl
-def test_eviction_frees_idle_partitions_on_both_back_ends():
+def test_eviction_frees_idle_partitions_on_both_back_ends(tmp_path):
     # two elements; keys 0 and 1 start partial matches and go quiet; later keys need room
     text = pt.schema() + "PARTITION BY k PATTERN (P0 P3 P2) DEFINE " + pt.defines() + ";"
     checked = check(parse(text))
     frame = keyed_frame("aa" + "b" * 40 + "adc", [0, 1] + [9] * 40 + [2, 2, 2])
-    result = run_both(checked, frame, bus_width=64, partitions=2, evict_after=30, packet_tuples=100)
+    result = run_both(checked, frame, tmp_path, bus_width=64, partitions=2, evict_after=30, packet_tuples=100)
     assert result.counters["dropped"] == 0 and result.counters["evicted"] >= 1
     assert [row[1] for row in result.rows] == ["44"]  # a d c of key 2
     # without eviction key 2 finds no room
@@ -232,7 +236,7 @@ def test_vhdl_predicates_over_every_type_match_the_reference():
     assert result.counters["dropped"] == 0
     want = reference_rows(checked, frame)
     assert result.rows == want
-    per_query = {q: sum(r[-1] == q for r in want) for q in ("my query", "next", "Next", "NEXT", "anything")}
+    per_query = {q: sum(r[-1] == q for r in want) for q in ("my query", "next", "Next", "NEXT", "anything", "same")}
     assert all(count > 10 for count in per_query.values()), per_query
 
 

@@ -184,7 +184,6 @@ def _nfa_states(q: QueryPlan, pred_names: list[str], names: Names) -> list[dict]
         states.append({
             "index": s, "label": label, "name": labels[s], "start": q.nfa.start[s], "accept": q.nfa.accept[s],
             "pred": pred_names[p] if p is not None else None,
-            "pred_label": q.predicates[p].name if p is not None else ".",
             "predecessors": [labels[t] for t in q.nfa.predecessors[s]],
             "read": s in read,  # some state's predecessor: its current bit is used
         })
@@ -200,19 +199,24 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
                "partition_tail", "single_partition")}
 
     # the decoder: fields as named signals, one named signal per predicate
-    dec = Names(["tuple_data", "preds", "to_u1"])
+    dec = Names(["tuple_data", "preds", "to_u1", "rtl"])
     field_signal = {f.name: dec.take("f_" + f.name) for f in tup.fields}
     exprs = _Expressions(design, field_signal)
     predicates, pred_base = [], 0
     # the top: fixed names first, then a prefix per query that leaves them alone
     top_names = Names(list(top.signature.members) + [
+        # the top's own signals, constants and types
         "clk", "rst", "en", "slot", "accept", "seq", "a_valid", "a_raw", "a_seq", "b_valid", "b_raw", "b_preds",
         "b_seq", "t_valid", "t_data", "t_raw", "t_preds", "t_seq", "f_valid", "f_data", "f_ready", "spill_valid",
-        "spill_data", "spill_level", "spill_rdy", "spill_out", "dropping", "evicted_now", "turn", "chosen",
+        "spill_data", "dropping", "turn", "chosen", "pick", "evictions", "room", "tuple_width", "pred_width",
+        "seq_width", "key_width", "query_width", "record_bits", "depth", "fifo_depth", "stall_margin", "queries",
         "out_valid", "out_data", "out_read", "levels", "tuples_in_count", "matches_out_count", "dropped_count",
-        "evicted_count", "record_array", "record_bits", "fifo_levels", name])
+        "evicted_count", "record_array", "level_array", "m_valid", "decoded", "framer_malformed",
+        # labels
+        "framer", "decoder", "payload", "spill", "reads", "tuple_stage", "predicate_stage", "spill_stage", "stall",
+        "arbiter", "output_stage", "rtl", name, *entity.values()])
     suffixes = ("_key", "_slot", "_out_valid", "_out_key", "_out_state", "_hit", "_free", "_next", "_match",
-                "_evicted", "_drop", "_record", "_record_valid", "_level", "_valid", "_data", "_read", "_preds")
+                "_evicted", "_drop", "_record", "_record_valid", "_partitioner", "_nfa", "_matches", "_record_stage")
     queries = []
     for q in design.queries:
         prefix = top_names.take(q.name, suffixes)
@@ -220,7 +224,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         for i, p in enumerate(q.predicates):
             predicates.append({"signal": pred_names[i], "query": q.name, "name": p.name, "index": pred_base + i,
                                "expr": exprs.node(p.expr)})
-        nfa_names = Names(["state", "preds", "next_state", "match"])
+        nfa_names = Names(["state", "preds", "next_state", "match", "rtl"])
         keys = []
         for k in q.key_fields:
             f = tup.field(k)
@@ -264,7 +268,6 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "counter_width": COUNTER_WIDTH,
         "record_key_width": record_key_width(design),
         "query_width": query_id_width(design),
-        "record_bits": top.record_layout.size,
         "record_width": top.record_width,
         "fifo_depth": OUTPUT_FIFO_DEPTH,
         "stall_margin": STALL_MARGIN,
@@ -272,15 +275,12 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "pipelined": top.pipelined,
         "tick_period": tick_period(top.evict_after) if top.evict_after else 0,
         "timer_max": TIMER_MAX,
-        "n_preds": pred_base,
         "pred_width": max(1, pred_base),
-        "payload_width": top.tuple_width + max(1, pred_base) + SEQ_WIDTH,
         "fields": fields,
         "predicates": predicates,
         "needs_to_u1": _needs_to_u1([p["expr"] for p in predicates]),
         "queries": queries,
         "stream": design.stream,
-        "source": design.source,
     }
 
 
