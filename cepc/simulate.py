@@ -65,8 +65,10 @@ class SimResult:
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h = hashlib.sha256()
     h.update(checked.source.text.encode())
+    backend = tools.ghdl_backend() if opts.simulator == "ghdl" else ""  # their builds differ
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
-                         opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator]).encode())
+                         opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
+                         backend]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
     return h.hexdigest()[:16]
 
@@ -92,7 +94,18 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
         options["evict_after"] = opts.evict_after
     if opts.max_length:
         options["max_match_length"] = opts.max_length
-    emit(design, top, _source(opts, work), "vhdl" if opts.simulator == "ghdl" else "verilog", TOP, options)
+    # written beside, then moved in only if changed: an unchanged design keeps its timestamps, so
+    # the simulators' incremental builds (make, ghdl -m) have nothing to redo
+    staged = work / "staged"
+    staged.mkdir(exist_ok=True)
+    emit(design, top, staged / _source(opts, work).name, "vhdl" if opts.simulator == "ghdl" else "verilog", TOP,
+         options)
+    for new in staged.iterdir():
+        old = work / new.name
+        if old.exists() and old.read_bytes() == new.read_bytes():
+            new.unlink()
+        else:
+            new.replace(old)
     return design, top.latency
 
 
@@ -104,6 +117,7 @@ class _Build:
     test_args: list[str] = field(default_factory=list)
     plusargs: list[str] = field(default_factory=list)
     waves: bool = False
+    test_dir: Path | None = None  # where the simulator runs (default: the work directory)
 
 
 def _build_verilator(opts: SimOptions, work: Path) -> _Build:
@@ -148,7 +162,8 @@ def _build_ghdl(opts: SimOptions, work: Path) -> _Build:
     plusargs = ["--ieee-asserts=disable-at-0"]
     if opts.waves:
         plusargs.append(f"--fst={work / 'dump.fst'}")  # GHDL's own FST writer (the runner's is GHW)
-    return _Build(runner, test_args=[*tools.GHDL_STD, f"--workdir={obj}"], plusargs=plusargs)
+    # run where the analysis went: with GHDL's LLVM or GCC back end, `ghdl -m` linked the simulator there
+    return _Build(runner, test_args=[*tools.GHDL_STD, f"--workdir={obj}"], plusargs=plusargs, test_dir=obj)
 
 
 def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, packets: list[bytes] | None = None) -> SimResult:
@@ -191,7 +206,7 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, packets: l
     if str(BENCH_DIR) not in sys.path:  # the runner hands this process's sys.path to the simulator
         sys.path.insert(0, str(BENCH_DIR))
     try:
-        build.runner.test(test_module="cepc_bench", hdl_toplevel=TOP, test_dir=work, build_dir=work / "obj",
+        build.runner.test(test_module="cepc_bench", hdl_toplevel=TOP, test_dir=build.test_dir or work, build_dir=work / "obj",
                           extra_env={"CEPC_SIM_CONFIG": str(work / "config.json")}, test_args=build.test_args,
                           plusargs=build.plusargs, waves=build.waves, results_xml=str(work / "results.xml"),
                           log_file=log, seed=opts.seed)

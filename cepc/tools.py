@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from .errors import ToolError
@@ -52,3 +54,15 @@ def ghdl() -> str:
     if exe is None:
         raise ToolError("GHDL is not installed; `make setup` installs it (apt-get install ghdl)")
     return exe
+
+
+def ghdl_backend() -> str:
+    """GHDL's code generator: ``mcode`` (Debian's default), ``llvm`` or ``gcc``.
+
+    Debian's ``ghdl`` runs the back end named by ``GHDL_BACKEND`` when its package
+    (``ghdl-llvm``, ``ghdl-gcc``) is installed; LLVM and GCC compile the design to a
+    native simulator, faster on large designs.
+    """
+    done = subprocess.run([ghdl(), "--version"], capture_output=True, text=True)
+    found = re.search(r"(\w+) code generator", done.stdout)
+    return found[1] if found else "unknown"

@@ -17,12 +17,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cepc import events
 from cepc.cli import main
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
 from cepc.nfa import reference
+from cepc.nfa.lower import lower
 from cepc.simulate import SimOptions, SimResult, simulate
 
 import patterns as pt
@@ -102,13 +105,14 @@ def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, tmp
 
 
 @needs_ghdl
-def test_full_partitioner_spills_the_same_tuples_on_both_back_ends(tmp_path):
+@pytest.mark.parametrize("partitions", [4, 1])
+def test_full_partitioner_spills_the_same_tuples_on_both_back_ends(partitions, tmp_path):
     text = pt.schema() + f"PARTITION BY k PATTERN (P0 P3 P3 P2) DEFINE {pt.defines()};"
     checked = check(parse(text))
     n = 400
     frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": np.arange(n, dtype=np.int64) % 40,
                           "c": np.array(["a"] * n, dtype=object)})
-    result = run_both(checked, frame, tmp_path, bus_width=32, partitions=4, backpressure=0.3)
+    result = run_both(checked, frame, tmp_path, bus_width=32, partitions=partitions, backpressure=0.3)
     c = result.counters
     assert c["tuples_in"] == n
     assert c["dropped"] > 0 and c["dropped"] == len(result.spilled)
@@ -139,8 +143,6 @@ def test_several_queries_share_framing_and_decoder_on_both_back_ends(tmp_path):
 def test_malformed_packets_are_counted_and_framing_resyncs_on_both_back_ends(tmp_path):
     checked = check(parse_file(MARATHON))
     frame = events.load_events(MARATHON.parent / "events.csv", checked.stream)
-    from cepc.nfa.lower import lower
-
     tup = lower(checked).tuple
     rows = [tup.to_bytes(r) for r in frame.to_dict("records")]
     junk = b"\xff" * 7  # a packet that ends mid-tuple: its partial tuple is dropped
@@ -165,7 +167,25 @@ def test_eviction_frees_idle_partitions_on_both_back_ends(tmp_path):
     assert without.counters["dropped"] > 0 and without.rows == []
 
 
-# --- the VHDL against the reference and the sidecar ------------------------------------------------
+# --- the VHDL against the reference ----------------------------------------------------------------
+
+
+@needs_ghdl
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pt.patterns(max_leaves=8), st.sampled_from(["SKIP PAST LAST ROW", "CONTINUE"]),
+       st.sampled_from([8, 40, 64]), st.integers(1, 6), st.integers(0, 2**16))
+def test_vhdl_random_patterns_match_the_reference(pattern, after, bus_width, partitions, seed):
+    # the NFA core template over any pattern (one GHDL build per example: they are cheap)
+    checked = check(parse(pt.query_text(pattern, after, partition=True)))
+    if lower(checked).queries[0].nfa.n_states == 0:
+        return  # a pattern of only empty words has no hardware (and never reports)
+    rng = np.random.default_rng(seed)
+    n = 80
+    frame = keyed_frame("".join(rng.choice(list(pt.LETTERS), n)), list(rng.integers(0, partitions, n)))
+    result = run(checked, frame, "ghdl", bus_width=bus_width, partitions=partitions, packet_tuples=11,
+                 stall=0.2, backpressure=0.3, seed=seed)
+    assert result.counters["dropped"] == 0
+    assert result.rows == reference_rows(checked, frame)
 
 
 @needs_ghdl
@@ -185,7 +205,6 @@ def test_vhdl_heavy_backpressure_fills_the_fifos_without_losing_a_record(keyed):
 @pytest.mark.parametrize("partitions, keyed, bus_width", [(1, False, 64), (5, True, 56)])
 def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width):
     from cepc.hw.top import latency
-    from cepc.nfa.lower import lower
 
     text = pt.schema() + ("PARTITION BY k " if keyed else "") + "PATTERN (P0) DEFINE " + pt.defines() + ";"
     checked = check(parse(text))
@@ -274,8 +293,6 @@ def test_checked_query_file_is_required(tmp_path, capsys):
 
 def test_parse_file_roundtrip_for_sim_inputs():
     # the bench packs with the same TuplePlan the sidecar describes
-    from cepc.nfa.lower import lower
-
     tup = lower(check(parse_file(MARATHON))).tuple
     row = {"time": 2**64 - 1, "checkpoint": "Bronx", "runner": 65535, "speed": 7}
     assert tup.unpack(int.from_bytes(tup.to_bytes(row), "little")) == row
