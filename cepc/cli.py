@@ -111,7 +111,7 @@ def cmd_match(args) -> int:
 
 def cmd_compile(args) -> int:
     from .emit import emit
-    from .emit.vhdl import is_identifier
+    from .emit.vhdl import is_identifier, unsupported
     from .hw import sizing
     from .hw.top import Top, check_options
     from .nfa.lower import lower
@@ -133,6 +133,8 @@ def cmd_compile(args) -> int:
         design = lower(checked, args.max_match_length)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if hdl == "vhdl" and unsupported(design):
+        raise UsageError(unsupported(design))
     device = sizing.DEVICES[args.device]
     choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
     print(sizing.describe(choice, device, design), file=sys.stderr)

@@ -85,6 +85,11 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
     from .nfa.lower import lower
 
     design = lower(checked, opts.max_length)
+    if opts.simulator == "ghdl":
+        from .emit.vhdl import unsupported
+
+        if unsupported(design):
+            raise UsageError(unsupported(design))
     choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
                            evict=bool(opts.evict_after))
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,

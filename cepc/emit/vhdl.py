@@ -23,6 +23,7 @@ from amaranth.hdl import Const, Shape, Signal, Value, signed, unsigned
 
 from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
+from ..hw.partition.table import STAMP_BITS, TablePartitioner
 from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth
 from ..plan import DesignPlan, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
@@ -190,13 +191,37 @@ def _nfa_states(q: QueryPlan, pred_names: list[str], names: Names) -> list[dict]
     return states
 
 
+def _table(q: QueryPlan, tup, top: Top) -> dict:
+    """The parameters of a query's table partitioner, as :class:`TablePartitioner` computes them."""
+    table = TablePartitioner(top.partitions, key_width(tup, q), q.nfa.n_states, vector_width=q.nfa.n_states,
+                             ways=top.ways, evict_after=top.evict_after)
+    table._MustUse__silence = True  # a calculator here: the VHDL comes from the template
+    kw = key_width(tup, q)
+    return {
+        "direct": table.direct, "ways": table.ways, "buckets": table.buckets,
+        "index_bits": max(1, table.index_bits),
+        # the H3 rows as one bit string, row 0 in the lowest bits (written last)
+        "hash_rows": "".join(format(row, f"0{kw}b") for row in reversed(table.hash_rows)) or "0",
+        "stamp_period": table._period or 0,
+    }
+
+
+def unsupported(design: DesignPlan) -> str | None:
+    """What in ``design`` the VHDL back end cannot do yet, as a user-facing message; None if nothing."""
+    for q in design.queries:
+        if q.tracks_matches or q.measures or q.within is not None:
+            return (f"query {q.name} needs partial-match registers (aggregates, MEASURES or WITHIN), which the "
+                    f"VHDL back end does not have yet; use --hdl verilog")
+    return None
+
+
 def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
     """Everything the templates need, computed from the plan and the top's options."""
     tup = design.tuple
-    depth = partitioner_depth(design, top.partitions)
+    depth = partitioner_depth(design, top.partitions, top.partitioner)
     entity = {part: f"{name}_{part}" for part in
               ("framer", "decoder", "delay_line", "fifo", "pipeline_partitioner", "partition_element",
-               "partition_tail", "single_partition")}
+               "partition_tail", "table_partitioner", "single_partition")}
 
     # the decoder: fields as named signals, one named signal per predicate
     dec = Names(["tuple_data", "preds", "to_u1", "rtl"])
@@ -229,6 +254,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         for k in q.key_fields:
             f = tup.field(k)
             keys.append({"field": k, "lo": f.offset, "hi": f.offset + f.width - 1})
+        kind = top.partitioner if q.key_fields else "single"
         queries.append({
             "name": q.name, "index": q.index, "prefix": prefix, "skip": q.skip, "pattern": q.pattern,
             "keyed": bool(q.key_fields), "key_parts": keys, "key_width": key_width(tup, q) if q.key_fields else 1,
@@ -237,7 +263,9 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
             "preds": [{"name": n, "label": p.name, "index": i, "alias": nfa_names.take("pred_" + p.name)}
                       for i, (n, p) in enumerate(zip(pred_names, q.predicates))],
             "n_states": q.nfa.n_states, "states": None, "nfa_entity": f"{name}_{prefix}_nfa",
-            "partitioner": entity["pipeline_partitioner"] if q.key_fields else entity["single_partition"],
+            "kind": kind, "partitioner": {"single": entity["single_partition"], "table": entity["table_partitioner"],
+                                          "pipeline": entity["pipeline_partitioner"]}[kind],
+            "table": _table(q, tup, top) if kind == "table" else None,
         })
         # state names live in the NFA entity; predicate aliases there too
         queries[-1]["states"] = _nfa_states(q, [p["alias"] for p in queries[-1]["preds"]], nfa_names)
@@ -280,6 +308,9 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "predicates": predicates,
         "needs_to_u1": _needs_to_u1([p["expr"] for p in predicates]),
         "queries": queries,
+        # the partitioner entities some query uses (the file holds only those)
+        "uses": {kind: any(q["kind"] == kind for q in queries) for kind in ("pipeline", "table", "single")},
+        "stamp_bits": STAMP_BITS,
         "stream": design.stream,
     }
 
@@ -313,6 +344,9 @@ def render(design: DesignPlan, top: Top, name: str, options: dict) -> str:
     """The whole design as one VHDL-2008 file."""
     if not is_identifier(name):
         raise ValueError(f"--top must be a VHDL identifier, not {name!r}")
+    problem = unsupported(design)
+    if problem:
+        raise ValueError(problem)
     top._MustUse__silence = True  # Amaranth never elaborates this Top: the VHDL comes from the plan
     return environment().get_template("design.vhd.j2").render(context(design, top, name, options))
 
