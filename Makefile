@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware bench-verification bench-vhdl
+.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware bench-verification bench-finance bench-vhdl
 
 setup: $(STAMP)
 
@@ -37,7 +37,7 @@ test-quick: setup
 	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
 
 lint: setup
-	$(VENV)/bin/ruff check cepc tests
+	$(VENV)/bin/ruff check .
 
 DEMO_DIR := demo
 DEMO_Q   := examples/marathon/marathon.sql
@@ -58,10 +58,10 @@ demo: setup
 	@echo "== 4. golden result on Spark (embedded, local[*])"
 	$(CEPC) golden $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/golden.csv
 	@echo "== 5. compile to Verilog (+ cepc_top.json sidecar) and lint it with Verilator -Wall"
-	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.v --partitions 64 --bus-width 64
+	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.v --bus-width 64
 	$(VERILATOR) --lint-only -Wall $(DEMO_DIR)/cepc_top.v
 	@echo "== 6. simulate the design in Verilator (cocotb + cocotbext-axi, with backpressure) and compare"
-	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv --partitions 64 \
+	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv \
 		--backpressure 0.2 --stall 0.1 --compare $(DEMO_DIR)/golden.csv
 	@echo "== 7. the same design as VHDL-2008: compile, analyse and elaborate in GHDL, simulate in GHDL and compare"
 	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.vhd --partitions 64 --bus-width 64
@@ -93,3 +93,7 @@ bench-verification: setup
 # GHDL (VHDL) vs Verilator (Verilog) simulation speed under the same bench: bench/results/vhdl.{json,md}
 bench-vhdl: setup
 	$(PY) bench/vhdl.py
+
+# Hirzel's finance benchmarks: selectivity, golden on Spark, reference vs lock-step engine (1M events each)
+bench-finance: setup
+	$(PY) bench/finance.py $(ARGS)

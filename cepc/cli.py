@@ -177,9 +177,10 @@ def cmd_gen(args) -> int:
     from . import gen
 
     checked = _load(args.query)
-    frame = gen.generate(checked, args.n, args.keys, args.seed, skew=args.skew, noise=args.noise)
+    model = gen.choose_model(checked, args.model)
+    frame = gen.generate(checked, args.n, args.keys, args.seed, skew=args.skew, noise=args.noise, model=model)
     gen.write_events(frame, args.output)
-    print(f"{len(frame)} events over {args.keys} keys → {args.output}", file=sys.stderr)
+    print(f"{len(frame)} events over {args.keys} keys ({model} model) → {args.output}", file=sys.stderr)
     return 0
 
 
@@ -277,7 +278,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--skew", type=float, metavar="Z", default=0.0,
                    help="Zipf exponent of key popularity; 0 is uniform (default: 0)")
     c.add_argument("--noise", type=float, metavar="P", default=0.1,
-                   help="share of tuples drawn without regard to the patterns (default: 0.1)")
+                   help="pattern model: share of tuples drawn without regard to the patterns (default: 0.1)")
+    c.add_argument("--model", choices=["auto", "pattern", "series"], default="auto",
+                   help="pattern: walk each key through the automata so the patterns match; series: market-like "
+                        "data (random walks for fields whose history DEFINE reads, heavy tails for fields compared "
+                        "with literals); auto: series when every query has an aggregate in DEFINE (default: auto)")
     c.add_argument("-o", "--output", metavar="FILE", required=True, help="events file to write (.csv or .parquet)")
     c.set_defaults(func=cmd_gen)
     return p

@@ -11,6 +11,8 @@ and decoding the records happens here, through the same
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -70,7 +72,19 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
                          backend]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
+    h.update(_compiler_digest())
     return h.hexdigest()[:16]
+
+
+@functools.cache
+def _compiler_digest() -> bytes:
+    """The compiler's own sources (and templates): a change to them is a new design, not a cached one."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".lark", ".j2") and p.is_file()):
+        h.update(str(path.relative_to(package)).encode())
+        h.update(path.read_bytes())
+    return h.digest()
 
 
 def _source(opts: SimOptions, work: Path) -> Path:
@@ -186,6 +200,15 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, packets: l
         raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
     work = (opts.build_root / _design_hash(checked, opts)).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    # one run at a time per build directory: a second `cepc sim` of the same design (another
+    # shell, a parallel test) waits for the first rather than rebuild or overwrite its files
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _simulate(checked, frame, opts, work, packets)
+
+
+def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Path,
+              packets: list[bytes] | None) -> SimResult:
     t0 = time.perf_counter()
     design, latency = _compile(checked, opts, work)
     build = (_build_ghdl if opts.simulator == "ghdl" else _build_verilator)(opts, work)

@@ -43,7 +43,11 @@ def run_both(query: Path | str, events: Path, tmp_path: Path) -> tuple[list, lis
     return read(g), read(m)
 
 
-@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql"])
+FINANCE = ["mshape/mshape.sql", "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
+           "finance/finance5/finance5.sql"]
+
+
+@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql"] + FINANCE)
 def test_examples_match_their_expected_files(spark, example, tmp_path):
     query = ROOT / "examples" / example
     out = tmp_path / "g.csv"
@@ -79,6 +83,35 @@ def test_several_queries_with_measures_equal_the_reference(spark, tmp_path):
     assert main(["gen", str(q), "-n", "5000", "--keys", "20", "--seed", "2", "-o", str(ev)]) == 0
     g, m = run_both(q, ev, tmp_path)
     assert g == m and len(g) > 50
+
+
+@pytest.mark.parametrize("example", FINANCE)
+def test_finance_queries_on_generated_data_equal_the_reference(spark, example, tmp_path):
+    # Hirzel's finance patterns (aggregates in DEFINE, MEASURES, WITHIN) on market-like data: the
+    # Spark tasks run the lock-step partial-match engine; `cepc match` runs the reference
+    query = ROOT / "examples" / example
+    ev = tmp_path / "e.parquet"
+    assert main(["gen", str(query), "-n", "60000", "--keys", "60", "--seed", "11", "-o", str(ev)]) == 0
+    g, m = run_both(query, ev, tmp_path)
+    assert g == m and len(g) > 10
+    assert g[0][:3] == ["symbol", "seq", "query"] and len(g[0]) > 5  # with the measures
+
+
+def test_all_finance_queries_in_one_file_share_one_pass(spark, tmp_path):
+    # four queries over one PARTITION BY: one shuffle, every query matched in the same task;
+    # the match file's measure columns are the union, in order of first appearance
+    texts = [(ROOT / "examples" / e).read_text() for e in FINANCE]
+    stream = texts[0][texts[0].index("CREATE STREAM"):texts[0].index(");", texts[0].index("CREATE STREAM")) + 2]
+    body = "\n".join(t[t.index("NAME"):] for t in texts)
+    q = tmp_path / "finance.sql"
+    q.write_text(stream + "\n" + body)
+    ev = tmp_path / "e.csv"
+    assert main(["gen", str(q), "-n", "40000", "--keys", "30", "--seed", "12", "-o", str(ev)]) == 0
+    g, m = run_both(q, ev, tmp_path)
+    assert g == m
+    assert {r[2] for r in g[1:]} == {"mshape", "finance0", "finance2", "finance5"}
+    assert g[0] == ["symbol", "seq", "query", "started", "steps", "top", "closing", "n", "size", "entry",
+                    "peak", "base", "took", "low", "high"]
 
 
 def test_first_bad_row_is_reported(spark, tmp_path):

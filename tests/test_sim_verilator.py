@@ -31,20 +31,43 @@ def read(path: Path) -> list[list[str]]:
         return list(csv.reader(fh))[1:]
 
 
-@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql"])
-def test_examples_simulate_to_their_expected_files(example, tmp_path):
+EXAMPLES = ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql", "finance/finance0/finance0.sql",
+            "finance/finance2/finance2.sql", "finance/finance5/finance5.sql"]
+
+
+# every example with the partitioner cepc picks (a block-RAM table), two with Woods' pipeline partitioner
+@pytest.mark.parametrize("example, partitioner", [(e, "auto") for e in EXAMPLES]
+                         + [(e, "pipeline") for e in ("marathon/marathon.sql", "mshape/mshape.sql")])
+def test_examples_simulate_to_their_expected_files(example, partitioner, tmp_path):
     query = ROOT / "examples" / example
     out = tmp_path / "sim.csv"
     assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(out),
                  "--compare", str(query.parent / "expected.csv"), "--bus-width", "24", "--packet-tuples", "5",
-                 "--stall", "0.3", "--backpressure", "0.5"]) == 0
+                 "--stall", "0.3", "--backpressure", "0.5", "--partitioner", partitioner]) == 0
     assert read(out) == read(query.parent / "expected.csv")
 
 
-CORPUS = [  # seed: (bus width, tuples per packet, AFTER MATCH)
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if "finance" in e or "mshape" in e])
+def test_market_examples_on_generated_trades_match_the_reference(example):
+    # Hirzel's queries on 4,000 generated trades over 20 symbols: rows and measures, stalls, backpressure
+    from cepc.gen import generate
+
+    checked = check(parse_file(ROOT / "examples" / example))
+    frame = generate(checked, 4000, 20, seed=3)
+    want = expected_rows(checked, frame)
+    assert len(want) >= 20
+    result = simulate(checked, frame, SimOptions(bus_width=24, stall=0.2, backpressure=0.3, seed=3,
+                                                 build_root=ROOT / "build" / "sim"))
+    assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
+    assert result.rows == want
+
+
+CORPUS = [  # seed, bus width, tuples per packet, AFTER MATCH; each with the default (table) partitioner
     (1, 8, 1, "CONTINUE"), (2, 64, 7, "SKIP PAST LAST ROW"), (3, 512, 100, "CONTINUE"),
     (4, 24, 13, "SKIP PAST LAST ROW"), (5, 40, 64, "SKIP PAST LAST ROW"), (6, 128, 3, "CONTINUE"),
 ]
+# and half of it with Woods' pipeline partitioner
+CASES = [(*c, "auto") for c in CORPUS] + [(*c, "pipeline") for c in CORPUS[:3]]
 
 
 def corpus_case(seed: int, after: str, n: int = 3000):
@@ -62,19 +85,22 @@ def corpus_case(seed: int, after: str, n: int = 3000):
             return checked, frame, want
 
 
-@pytest.mark.parametrize("seed,bus_width,packet_tuples,after", CORPUS)
-def test_random_corpus_matches_the_reference(seed, bus_width, packet_tuples, after):
+@pytest.mark.parametrize("seed,bus_width,packet_tuples,after,partitioner", CASES)
+def test_random_corpus_matches_the_reference(seed, bus_width, packet_tuples, after, partitioner):
     checked, frame, want = corpus_case(seed, after)
-    result = simulate(checked, frame, SimOptions(bus_width=bus_width, partitions=12, packet_tuples=packet_tuples,
+    partitions = 12 if partitioner == "pipeline" else None  # auto: a direct-indexed table for k UINT8
+    result = simulate(checked, frame, SimOptions(bus_width=bus_width, partitions=partitions,
+                                                 partitioner=partitioner, packet_tuples=packet_tuples,
                                                  stall=0.2, backpressure=0.4, seed=seed,
                                                  build_root=ROOT / "build" / "sim"))
     assert result.counters["dropped"] == 0 and result.counters["tuples_in"] == len(frame)
     assert result.rows == want, checked.source.text
 
 
-@pytest.mark.parametrize("seed,after,within", [(11, "SKIP PAST LAST ROW", None), (12, "CONTINUE", 8),
-                                                (13, "SKIP PAST LAST ROW", 20)])
-def test_random_aggregate_corpus_matches_the_reference(seed, after, within):
+@pytest.mark.parametrize("seed,after,within,partitioner", [(11, "SKIP PAST LAST ROW", None, "auto"),
+                                                            (12, "CONTINUE", 8, "pipeline"),
+                                                            (13, "SKIP PAST LAST ROW", 20, "auto")])
+def test_random_aggregate_corpus_matches_the_reference(seed, after, within, partitioner):
     # partial-match registers: aggregates in DEFINE, every kind of measure, WITHIN
     import test_hw_aggregates as agg
 
@@ -91,20 +117,22 @@ def test_random_aggregate_corpus_matches_the_reference(seed, after, within):
         want = expected_rows(checked, frame)
         if 40 <= len(want) <= 700:
             break
-    result = simulate(checked, frame, SimOptions(bus_width=64, partitions=8, stall=0.1, backpressure=0.3,
+    result = simulate(checked, frame, SimOptions(bus_width=64, partitions=8 if partitioner == "pipeline" else None,
+                                                 partitioner=partitioner, stall=0.1, backpressure=0.3,
                                                  seed=seed, build_root=ROOT / "build" / "sim"))
     assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
     assert result.rows == want, checked.source.text
 
 
-def test_full_partitioner_accounts_for_every_tuple(tmp_path):
+@pytest.mark.parametrize("partitioner", ["table", "pipeline"])
+def test_full_partitioner_accounts_for_every_tuple(partitioner):
     text = pt.schema() + f"PARTITION BY k PATTERN (P0 P3 P3 P2) DEFINE {pt.defines()};"
     checked = check(parse(text))
     n = 400
     frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": np.arange(n, dtype=np.int64) % 40,
                           "c": np.array(["a"] * n, dtype=object)})
-    result = simulate(checked, frame, SimOptions(bus_width=32, partitions=4, backpressure=0.3,
-                                                 build_root=ROOT / "build" / "sim"))
+    result = simulate(checked, frame, SimOptions(bus_width=32, partitions=4, partitioner=partitioner,
+                                                 backpressure=0.3, build_root=ROOT / "build" / "sim"))
     c = result.counters
     assert c["tuples_in"] == n
     assert c["dropped"] > 0 and c["dropped"] == len(result.spilled)
@@ -148,3 +176,31 @@ def test_parse_file_roundtrip_for_sim_inputs():
     tup = lower(checked).tuple
     row = {"time": 2**64 - 1, "checkpoint": "Bronx", "runner": 65535, "speed": 7}
     assert tup.unpack(int.from_bytes(tup.to_bytes(row), "little")) == row
+
+
+def _simulate_one(args):
+    text, seed, root = args
+    checked = check(parse(text))
+    frame, want = _small_case(checked, seed)
+    result = simulate(checked, frame, SimOptions(bus_width=32, partitions=8, partitioner="pipeline",
+                                                 seed=seed, build_root=Path(root)))
+    return result.rows == want, result.counters["tuples_in"], len(frame)
+
+
+def _small_case(checked, seed):
+    stream = np.random.default_rng(seed)
+    n = 200 + 50 * seed  # a different length per run: one run's files must not leak into the other
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": stream.integers(0, 5, n),
+                          "c": np.array(list(pt.LETTERS), dtype=object)[stream.integers(0, 4, n)]})
+    return frame, expected_rows(checked, frame)
+
+
+def test_concurrent_runs_of_one_design_do_not_share_files(tmp_path):
+    # two `cepc sim` processes, one design, one build directory: each gets its own result
+    import multiprocessing
+
+    text = pt.schema() + f"PARTITION BY k PATTERN (P0 P1+ P2) DEFINE {pt.defines()};"
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.map(_simulate_one, [(text, seed, str(tmp_path)) for seed in (1, 2)])
+    for same, tuples_in, n in results:
+        assert same and tuples_in == n

@@ -20,8 +20,10 @@ Plan of the job, per query file:
    partition's Arrow batches to Python, which unpacks them, orders them by
    ``seq``, validates the values, checks the time order, and matches every
    query of the pass — with the lock-step DFA of :mod:`cepc.nfa.dfa` where the
-   query allows it (no aggregates, measures or WITHIN), else the reference
-   matcher's partial-match engine.
+   query allows it (no aggregates, measures or WITHIN), else with the lock-step
+   partial-match engine of :mod:`cepc.nfa.lockstep`; the reference matcher only
+   where those give up (a DFA that explodes, a partition too long for the
+   lock-step encoding).
 5. A task returns its reports as a few rows, each an Arrow IPC stream, not a
    row per report; a bad value or an out-of-order time field comes back the
    same way, so the driver reports the first bad row in arrival order, exactly
@@ -49,7 +51,7 @@ from .. import events
 from ..errors import EventsError, ToolError
 from ..lang import ast
 from ..lang.check import Checked
-from ..nfa import dfa, reference
+from ..nfa import dfa, lockstep, reference
 
 
 @dataclass
@@ -465,7 +467,10 @@ def _matcher_task(checked: Checked, queries: list[int], path_text: str, kind: st
                 except dfa.DfaTooLarge:  # the subset construction exploded: the reference engine is exact
                     rows, measures = _reference(qm, frame, seqs)
             else:
-                rows, measures = _reference(qm, frame, seqs)
+                try:
+                    rows, measures = lockstep.LockstepMatcher(qm).match(frame, *groups[qm.query.partition_by])
+                except lockstep.Unsupported:  # beyond the 64-bit encoding: the reference engine is exact
+                    rows, measures = _reference(qm, frame, seqs)
             for lo in range(0, len(rows), BLOB_ROWS):
                 part = slice(lo, lo + BLOB_ROWS)
                 yield _blob("reports", _reports(checked, qi, frame, seqs, rows[part],

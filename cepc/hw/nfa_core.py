@@ -192,7 +192,10 @@ class PartialMatchCore(wiring.Component):
                 chosen = pick(wins, [old[p][r] for p in sources], reg.width)
                 base = chosen.as_signed() if reg.signed else chosen
                 value = Signal(Shape(reg.width, reg.signed), name=f"{nfa.labels[s]}_{reg.name}".replace(".", "_"))
-                m.d.comb += value.eq(Mux(fresh_wins, updated(r, None), updated(r, base)))
+                if sources:
+                    m.d.comb += value.eq(Mux(fresh_wins, updated(r, None), updated(r, base)))
+                else:  # only ever fresh (no edge into it): nothing to extend
+                    m.d.comb += value.eq(updated(r, None))
                 regs_s.append(value)
             new.append(regs_s)
 
