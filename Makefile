@@ -76,7 +76,7 @@ demo: setup
 # synthesis) without a warning; the Spark golden model against the reference. CI=true: a missing
 # GHDL fails instead of skipping.
 sim: setup
-	CI=true $(PY) -m pytest -q tests/test_sim.py tests/test_emit_vhdl.py tests/test_golden_spark.py tests/test_hw_top.py
+	CI=true $(PY) -m pytest -q tests/test_sim_verilator.py tests/test_sim_ghdl.py tests/test_emit_vhdl.py tests/test_golden_spark.py tests/test_hw_top.py
 
 clean:
 	rm -rf $(DEMO_DIR) build sim_build .pytest_cache

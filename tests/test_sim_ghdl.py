@@ -85,8 +85,8 @@ def test_examples_simulate_to_their_expected_files(example, simulator, tmp_path)
 
 
 @needs_ghdl
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, tmp_path):
+@pytest.mark.parametrize("seed, partitioner", [(1, "table"), (2, "pipeline"), (3, "table")])
+def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, partitioner, tmp_path):
     # both AFTER MATCH modes, buses of 8, 64 and 512 bits, packets of 1, 7 and 100 tuples,
     # with gaps in s_tvalid and backpressure on m_tready and spill_tready
     rng = np.random.default_rng(seed)
@@ -97,22 +97,25 @@ def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, tmp
     n = 3000
     frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": rng.integers(0, 10, n),
                           "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
+    # the table hashed (12 entries asked: 4 buckets of 4 ways for 10 keys) or the pipeline
     result = run_both(checked, frame, tmp_path, bus_width=[8, 64, 512][seed - 1], partitions=12,
-                      packet_tuples=[1, 7, 100][seed - 1], stall=0.2, backpressure=0.4, seed=seed)
+                      partitioner=partitioner, packet_tuples=[1, 7, 100][seed - 1], stall=0.2, backpressure=0.4,
+                      seed=seed)
     assert result.counters["dropped"] == 0
     want = reference_rows(checked, frame)
     assert result.rows == want and len(want) > 100
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitions", [4, 1])
-def test_full_partitioner_spills_the_same_tuples_on_both_back_ends(partitions, tmp_path):
+@pytest.mark.parametrize("partitions, partitioner", [(4, "table"), (1, "pipeline")])
+def test_full_partitioner_spills_the_same_tuples_on_both_back_ends(partitions, partitioner, tmp_path):
     text = pt.schema() + f"PARTITION BY k PATTERN (P0 P3 P3 P2) DEFINE {pt.defines()};"
     checked = check(parse(text))
     n = 400
     frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": np.arange(n, dtype=np.int64) % 40,
                           "c": np.array(["a"] * n, dtype=object)})
-    result = run_both(checked, frame, tmp_path, bus_width=32, partitions=partitions, backpressure=0.3)
+    result = run_both(checked, frame, tmp_path, bus_width=32, partitions=partitions, partitioner=partitioner,
+                      backpressure=0.3)
     c = result.counters
     assert c["tuples_in"] == n
     assert c["dropped"] > 0 and c["dropped"] == len(result.spilled)
@@ -159,12 +162,30 @@ def test_eviction_frees_idle_partitions_on_both_back_ends(tmp_path):
     text = pt.schema() + "PARTITION BY k PATTERN (P0 P3 P2) DEFINE " + pt.defines() + ";"
     checked = check(parse(text))
     frame = keyed_frame("aa" + "b" * 40 + "adc", [0, 1] + [9] * 40 + [2, 2, 2])
-    result = run_both(checked, frame, tmp_path, bus_width=64, partitions=2, evict_after=30, packet_tuples=100)
+    result = run_both(checked, frame, tmp_path, bus_width=64, partitions=2, partitioner="pipeline", evict_after=30,
+                      packet_tuples=100)
     assert result.counters["dropped"] == 0 and result.counters["evicted"] >= 1
     assert [row[1] for row in result.rows] == ["44"]  # a d c of key 2
     # without eviction key 2 finds no room
-    without = run(checked, frame, "ghdl", bus_width=64, partitions=2, packet_tuples=100)
+    without = run(checked, frame, "ghdl", bus_width=64, partitions=2, partitioner="pipeline", packet_tuples=100)
     assert without.counters["dropped"] > 0 and without.rows == []
+
+
+@needs_ghdl
+def test_table_epoch_eviction_is_the_same_on_both_back_ends(tmp_path):
+    # a hashed table of 8 entries (2 buckets of 4 ways): 12 keys start partial matches and fill it,
+    # then 2,300 tuples that start nothing (no entry) age them past half the epoch range (2,048
+    # epochs of one cycle with --evict-after 30); new keys then take the stale entries
+    text = pt.schema() + "PARTITION BY k PATTERN (P0 P3 P2) DEFINE " + pt.defines() + ";"
+    checked = check(parse(text))
+    late = [k for k in range(20, 28) for _ in range(3)]
+    frame = keyed_frame("a" * 12 + "b" * 2300 + "adc" * 8, list(range(12)) + [99] * 2300 + late)
+    result = run_both(checked, frame, tmp_path, bus_width=64, partitions=8, partitioner="table", evict_after=30,
+                      packet_tuples=100)
+    assert result.counters["evicted"] >= 4
+    assert result.rows == [r for r in reference_rows(checked, frame)
+                           if int(r[0]) not in {int(s["k"]) for s in result.spilled}]
+    assert len(result.rows) >= 4
 
 
 # --- the VHDL against the reference ----------------------------------------------------------------
@@ -202,8 +223,9 @@ def test_vhdl_heavy_backpressure_fills_the_fifos_without_losing_a_record(keyed):
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitions, keyed, bus_width", [(1, False, 64), (5, True, 56)])
-def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width):
+@pytest.mark.parametrize("partitions, keyed, bus_width, partitioner",
+                         [(1, False, 64, "auto"), (5, True, 56, "pipeline"), (5, True, 56, "table")])
+def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width, partitioner):
     from cepc.hw.top import latency
 
     text = pt.schema() + ("PARTITION BY k " if keyed else "") + "PATTERN (P0) DEFINE " + pt.defines() + ";"
@@ -211,13 +233,15 @@ def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width):
     measured = {}
     for simulator in ("verilator", "ghdl"):
         result = run(checked, keyed_frame("a", [1]), simulator, bus_width=bus_width, partitions=partitions,
-                     timing=True)
+                     partitioner=partitioner, timing=True)
         # clock edges from the one taking the tuple's last beat to the one taking its record
         (beat,), (record,) = result.timing["last_beats"], result.timing["records"]
         measured[simulator] = record - beat
     assert measured["ghdl"] == measured["verilator"]
     # the sidecar's latency_cycles is an upper bound: a keyed tuple may wait a cycle for its slot
-    assert latency(lower(checked), partitions) - 1 <= measured["ghdl"] <= latency(lower(checked), partitions)
+    kind = "table" if partitioner == "auto" else partitioner
+    bound = latency(lower(checked), partitions, kind)
+    assert bound - 1 <= measured["ghdl"] <= bound
 
 
 def awkward_frame(n: int, seed: int) -> pd.DataFrame:

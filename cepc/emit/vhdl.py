@@ -207,11 +207,20 @@ def _table(q: QueryPlan, tup, top: Top) -> dict:
 
 
 def unsupported(design: DesignPlan) -> str | None:
-    """What in ``design`` the VHDL back end cannot do yet, as a user-facing message; None if nothing."""
+    """What in ``design`` the VHDL backend cannot build yet, as a user-facing message; None if nothing.
+
+    Partial-match registers (SPEC §3.4, §3.5) are Verilog-only for now: a query that needs them is
+    refused rather than given hardware that reports different matches.
+    """
     for q in design.queries:
-        if q.tracks_matches or q.measures or q.within is not None:
-            return (f"query {q.name} needs partial-match registers (aggregates, MEASURES or WITHIN), which the "
-                    f"VHDL back end does not have yet; use --hdl verilog")
+        uses = [what for what, present in (
+            ("aggregates in DEFINE", any(p.aggregate for p in q.predicates)),
+            ("MEASURES", bool(q.measures)),
+            (f"WITHIN {q.within}", q.within is not None),
+        ) if present] or (["partial-match registers"] if q.tracks_matches else [])
+        if uses:
+            return (f"query {q.name} uses {' and '.join(uses)}: the VHDL backend has no partial-match "
+                    f"registers yet; use --hdl verilog (or --simulator verilator)")
     return None
 
 
