@@ -17,7 +17,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware bench-verification bench-finance bench-vhdl
+.PHONY: setup test test-quick demo sim lint clean bench bench-foundation bench-hardware bench-verification bench-finance bench-vhdl \
+        bench-automata bench-throughput
 
 setup: $(STAMP)
 
@@ -97,3 +98,29 @@ bench-vhdl: setup
 # Hirzel's finance benchmarks: selectivity, golden on Spark, reference vs lock-step engine (1M events each)
 bench-finance: setup
 	$(PY) bench/finance.py $(ARGS)
+
+# matplotlib for the plots (the `bench` extra)
+BENCHES := foundation hardware verification finance automata synth partitioner throughput
+BENCH_STAMP := $(VENV)/.cepc-bench-installed
+
+# NFA vs DFA (state explosion), the shared predicate decoder, compile time: LUT/FF after synth_ecp5
+bench-automata: setup $(BENCH_STAMP)
+	$(PY) bench/automata.py $(ARGS)
+
+# Hardware tuples/s vs the papers and Ethernet, golden vs Hirzel, cepc vs Apache Flink MATCH_RECOGNIZE
+# (Flink in bench/.venv-flink, which the script creates with pip the first time)
+bench-throughput: setup $(BENCH_STAMP)
+	$(PY) bench/throughput.py $(ARGS)
+
+$(BENCH_STAMP): pyproject.toml | setup
+	$(PY) -m pip install --quiet -e '.[bench]'
+	touch $@
+
+# Every benchmark in bench/ (one absent on this branch is skipped); results in bench/results/,
+# how to read them in bench/README.md. Fails if any benchmark's check fails, after running all.
+bench: setup $(BENCH_STAMP)
+	@fail=""; for b in $(BENCHES); do \
+	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(PY) bench/$$b.py || fail="$$fail $$b"; \
+	  else echo "== bench/$$b.py is not on this branch: skipped"; fi; \
+	done; \
+	if [ -n "$$fail" ]; then echo "benchmarks whose checks failed:$$fail" >&2; exit 1; fi

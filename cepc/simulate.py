@@ -48,6 +48,9 @@ class SimOptions:
     seed: int = 0
     waves: Path | None = None
     simulator: str = "verilator"
+    automaton: str = "nfa"  # or dfa (--automaton)
+    dfa_encoding: str = "onehot"
+    decoder: bool = True  # False: --no-decoder
     build_root: Path = field(default_factory=lambda: Path("build") / "sim")
     timing: bool = False  # record the cycles of packet ends and records (SimResult.timing)
 
@@ -70,7 +73,7 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     backend = tools.ghdl_backend() if opts.simulator == "ghdl" else ""  # their builds differ
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
-                         backend]).encode())
+                         backend, opts.automaton, opts.dfa_encoding, opts.decoder]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
     h.update(_compiler_digest())
     return h.hexdigest()[:16]
@@ -96,19 +99,26 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
     from .emit import emit
     from .hw import sizing
     from .hw.top import Top
+    from .nfa import powerset
     from .nfa.lower import lower
 
     design = lower(checked, opts.max_length)
+    if opts.automaton == "dfa":
+        try:
+            design = powerset.design_dfa(design, opts.dfa_encoding)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if opts.simulator == "ghdl":
         from .emit.vhdl import unsupported
 
-        if unsupported(design):
-            raise UsageError(unsupported(design))
+        if unsupported(design, opts.decoder):
+            raise UsageError(unsupported(design, opts.decoder))
     choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
                            evict=bool(opts.evict_after))
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
-              evict_after=opts.evict_after, ways=choice.ways)
-    options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner}
+              evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder)
+    options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
+               "automaton": opts.automaton}
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
     if opts.max_length:
@@ -328,7 +338,10 @@ def main_sim(args) -> int:
     opts = SimOptions(bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner,
                       device=args.device, evict_after=args.evict_after,
                       max_length=args.max_match_length, packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
-                      seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator)
+                      seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator,
+                      automaton=args.automaton, dfa_encoding=args.dfa_encoding, decoder=not args.no_decoder)
+    if args.no_decoder and args.automaton == "dfa":
+        raise UsageError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
     result = simulate(checked, frame, opts)
     keys, measures = events.match_columns(checked)
     events.write_matches(args.output, checked, result.rows)

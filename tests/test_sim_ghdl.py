@@ -183,9 +183,8 @@ def test_table_epoch_eviction_is_the_same_on_both_back_ends(tmp_path):
     result = run_both(checked, frame, tmp_path, bus_width=64, partitions=8, partitioner="table", evict_after=30,
                       packet_tuples=100)
     assert result.counters["evicted"] >= 4
-    assert result.rows == [r for r in reference_rows(checked, frame)
-                           if int(r[0]) not in {int(s["k"]) for s in result.spilled}]
-    assert len(result.rows) >= 4
+    # one late key is live at a time (each completes its match, freeing its entry): none is dropped
+    assert result.rows == reference_rows(checked, frame) and len(result.rows) == 8
 
 
 # --- the VHDL against the reference ----------------------------------------------------------------

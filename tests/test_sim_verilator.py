@@ -204,3 +204,20 @@ def test_concurrent_runs_of_one_design_do_not_share_files(tmp_path):
         results = pool.map(_simulate_one, [(text, seed, str(tmp_path)) for seed in (1, 2)])
     for same, tuples_in, n in results:
         assert same and tuples_in == n
+
+
+# --automaton dfa (both encodings) and --no-decoder in Verilator: the network example's two queries on
+# generated packets, the rows of the reference
+@pytest.mark.parametrize("options", [{"automaton": "dfa", "dfa_encoding": "onehot"},
+                                     {"automaton": "dfa", "dfa_encoding": "binary"}, {"decoder": False}])
+def test_dfa_and_no_decoder_simulate_to_the_reference(options):
+    from cepc.gen import generate
+
+    checked = check(parse_file(ROOT / "examples" / "network" / "network.sql"))
+    frame = generate(checked, 3000, 30, seed=5)
+    want = expected_rows(checked, frame)
+    assert want
+    result = simulate(checked, frame, SimOptions(bus_width=40, stall=0.2, backpressure=0.3, seed=5,
+                                                 build_root=ROOT / "build" / "sim", **options))
+    assert result.rows == want
+    assert result.counters["dropped"] == 0

@@ -206,12 +206,16 @@ def _table(q: QueryPlan, tup, top: Top) -> dict:
     }
 
 
-def unsupported(design: DesignPlan) -> str | None:
+def unsupported(design: DesignPlan, decoder: bool = True) -> str | None:
     """What in ``design`` the VHDL backend cannot build yet, as a user-facing message; None if nothing.
 
     Partial-match registers (SPEC §3.4, §3.5) are Verilog-only for now: a query that needs them is
     refused rather than given hardware that reports different matches.
     """
+    if any(q.dfa is not None for q in design.queries):
+        return "--automaton dfa is Verilog-only for now: the VHDL backend builds the NFA; use --hdl verilog"
+    if not decoder:
+        return "--no-decoder is Verilog-only for now: the VHDL backend has the shared decoder; use --hdl verilog"
     for q in design.queries:
         uses = [what for what, present in (
             ("aggregates in DEFINE", any(p.aggregate for p in q.predicates)),
