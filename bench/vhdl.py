@@ -32,10 +32,11 @@ BUILD = ROOT / "build" / "bench-vhdl"
 
 # (name, query, events, keys, options)
 CASES = [
-    ("marathon, 64 partitions", "examples/marathon/marathon.sql", 20_000, 50, {"partitions": 64}),
-    ("marathon, 256 partitions", "examples/marathon/marathon.sql", 20_000, 200, {"partitions": 256}),
-    ("network (2 queries), 512-bit bus, stalls and backpressure", "examples/network/network.sql", 20_000, 50,
-     {"partitions": 64, "bus_width": 512, "stall": 0.1, "backpressure": 0.2}),
+    ("marathon, table (auto: 65,536 partitions, direct-indexed)", "examples/marathon/marathon.sql", 20_000, 50, {}),
+    ("marathon, pipeline, 64 partitions", "examples/marathon/marathon.sql", 20_000, 50,
+     {"partitioner": "pipeline", "partitions": 64}),
+    ("network (2 queries), table (auto: hashed), 512-bit bus, stalls and backpressure",
+     "examples/network/network.sql", 20_000, 50, {"bus_width": 512, "stall": 0.1, "backpressure": 0.2}),
 ]
 # (label, simulator, GHDL back end)
 SIMULATORS = [("verilator", "verilator", None), ("ghdl", "ghdl", "mcode")]

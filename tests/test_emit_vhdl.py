@@ -198,3 +198,36 @@ def test_no_hdl_text_in_the_python_of_the_back_end():
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip | docstrings:
             assert not syntax.search(node.value), node.value
+
+
+# --- what the VHDL backend refuses (Verilog-only features): an error naming it, and no file --------
+
+PARTIAL_MATCH_EXAMPLES = sorted(set((ROOT / "examples").rglob("*.sql")) - set(HARDWARE_EXAMPLES))
+
+
+def test_there_are_partial_match_examples():
+    names = {p.stem for p in PARTIAL_MATCH_EXAMPLES}
+    assert {"mshape", "finance0", "finance2", "finance5"} <= names
+
+
+@pytest.mark.parametrize("query", PARTIAL_MATCH_EXAMPLES, ids=lambda p: p.stem)
+def test_partial_match_queries_are_refused_with_a_pointer_to_verilog(query, tmp_path, capsys):
+    out = tmp_path / "top.vhd"
+    assert main(["compile", str(query), "-o", str(out)]) == 1
+    message = capsys.readouterr().err
+    assert "VHDL backend has no partial-match registers" in message
+    assert "--hdl verilog" in message
+    assert any(what in message for what in ("aggregates in DEFINE", "MEASURES", "WITHIN"))
+    assert not out.exists()  # (the Verilog backend takes it: test_sim_verilator.py simulates every example)
+
+
+@pytest.mark.parametrize("options, what", [
+    (["--automaton", "dfa"], "--automaton dfa"),
+    (["--no-decoder"], "--no-decoder"),
+], ids=["dfa", "no-decoder"])
+def test_verilog_only_options_are_refused(options, what, tmp_path, capsys):
+    out = tmp_path / "top.vhd"
+    assert main(["compile", str(MARATHON), "-o", str(out), *options]) == 1
+    message = capsys.readouterr().err
+    assert what in message and "--hdl verilog" in message
+    assert not out.exists()
