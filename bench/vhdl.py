@@ -28,7 +28,7 @@ from cepc.simulate import SimOptions, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-BUILD = ROOT / "build" / "bench-vhdl"
+BUILD = ROOT / "build" / "sim"  # shared with the tests: a design they built is not built again
 
 # (name, query, events, keys, options)
 CASES = [
@@ -73,7 +73,13 @@ def bench_case(name: str, query: str, n: int, keys: int, options: dict) -> dict:
 
 
 def main() -> None:
-    rows = [bench_case(*case) for case in CASES]
+    rows = []
+    for case in CASES:  # the results files are rewritten after every case: an interrupted run keeps what it has
+        rows.append(bench_case(*case))
+        write(rows)
+
+
+def write(rows: list[dict]) -> None:
     result = {"machine": {"cpu_count": os.cpu_count()}, "versions": versions(), "cases": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "vhdl.json").write_text(json.dumps(result, indent=2) + "\n")
