@@ -182,7 +182,9 @@ def test_table_epoch_eviction_is_the_same_on_both_back_ends(tmp_path):
     frame = keyed_frame("a" * 12 + "b" * 2300 + "adc" * 8, list(range(12)) + [99] * 2300 + late)
     result = run_both(checked, frame, tmp_path, bus_width=64, partitions=8, partitioner="table", evict_after=30,
                       packet_tuples=100)
-    assert result.counters["evicted"] >= 4
+    # the first late key in each bucket takes a stale entry (an eviction); it completes its match and
+    # frees that entry, which the bucket's next late key then takes as a free one: one eviction per bucket
+    assert result.counters["evicted"] == 2
     # one late key is live at a time (each completes its match, freeing its entry): none is dropped
     assert result.rows == reference_rows(checked, frame) and len(result.rows) == 8
 
