@@ -2,7 +2,7 @@
 
 Every example and an awkward fixture (names that are not VHDL identifiers or clash in VHDL,
 predicates over every type) in several configurations; the header, the names from the query,
-and the sidecar (the same as for Verilog). Behaviour is tested in test_sim.py.
+and the sidecar (the same as for Verilog). Behaviour is tested in test_sim_ghdl.py.
 """
 
 from __future__ import annotations
