@@ -231,3 +231,13 @@ def test_verilog_only_options_are_refused(options, what, tmp_path, capsys):
     message = capsys.readouterr().err
     assert what in message and "--hdl verilog" in message
     assert not out.exists()
+
+
+def test_ghdl_simulation_refuses_partial_match_queries_before_building(tmp_path, capsys):
+    mshape = ROOT / "examples" / "mshape" / "mshape.sql"
+    out = tmp_path / "sim.csv"
+    assert main(["sim", str(mshape), "--events", str(mshape.parent / "events.csv"), "-o", str(out),
+                 "--simulator", "ghdl"]) == 1
+    message = capsys.readouterr().err
+    assert "query mshape uses aggregates in DEFINE and MEASURES" in message and "--simulator verilator" in message
+    assert not out.exists()
