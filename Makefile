@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo sim lint clean bench bench-foundation bench-hardware bench-verification bench-finance \
+.PHONY: setup test test-quick demo sim lint clean bench bench-foundation bench-hardware bench-verification bench-finance bench-vhdl \
         bench-automata bench-throughput
 
 setup: $(STAMP)
@@ -44,7 +44,8 @@ DEMO_DIR := demo
 DEMO_Q   := examples/marathon/marathon.sql
 
 # The whole path on the marathon example: check, draw, generate events, golden result on
-# Spark, compile to Verilog, lint, simulate in Verilator under cocotb, compare row for row.
+# Spark, compile to Verilog, lint, simulate in Verilator under cocotb, compare row for row;
+# then the same design as VHDL, analysed and simulated in GHDL under the same bench.
 demo: setup
 	@mkdir -p $(DEMO_DIR)
 	@echo "== 1. check the query and draw its wiring NFA"
@@ -63,12 +64,20 @@ demo: setup
 	@echo "== 6. simulate the design in Verilator (cocotb + cocotbext-axi, with backpressure) and compare"
 	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv \
 		--backpressure 0.2 --stall 0.1 --compare $(DEMO_DIR)/golden.csv
-	@echo "== demo done: hardware and golden agree on $$(($$(wc -l < $(DEMO_DIR)/golden.csv) - 1)) matches; outputs in $(DEMO_DIR)/"
+	@echo "== 7. the same design as VHDL-2008: compile, analyse and elaborate in GHDL, simulate in GHDL and compare"
+	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.vhd --partitions 64 --bus-width 64
+	cd $(DEMO_DIR) && ghdl -a --std=08 cepc_top.vhd && ghdl -e --std=08 cepc_top
+	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim_vhdl.csv --partitions 64 \
+		--backpressure 0.2 --stall 0.1 --simulator ghdl --compare $(DEMO_DIR)/golden.csv
+	@echo "== demo done: hardware (Verilog and VHDL) and golden agree on $$(($$(wc -l < $(DEMO_DIR)/golden.csv) - 1)) matches; outputs in $(DEMO_DIR)/"
 
-# The hardware regression: every example plus a randomized corpus, in Verilator, against the
-# reference; and the Spark golden model against the reference.
+# The hardware regression on both back ends: every example plus a randomized corpus, the Verilog
+# in Verilator and the VHDL in GHDL under one cocotb bench, each case requiring identical match
+# files from the two and the reference's; the VHDL checked by GHDL (analysis, elaboration,
+# synthesis) without a warning; the Spark golden model against the reference. CI=true: a missing
+# GHDL fails instead of skipping.
 sim: setup
-	$(PY) -m pytest -q tests/test_sim_verilator.py tests/test_golden_spark.py tests/test_hw_top.py
+	CI=true $(PY) -m pytest -q tests/test_sim_verilator.py tests/test_sim_ghdl.py tests/test_emit_vhdl.py tests/test_golden_spark.py tests/test_hw_top.py
 
 clean:
 	rm -rf $(DEMO_DIR) build sim_build .pytest_cache
@@ -81,6 +90,10 @@ bench-hardware: setup
 
 bench-verification: setup
 	$(PY) bench/verification.py $(ARGS)
+
+# GHDL (VHDL) vs Verilator (Verilog) simulation speed under the same bench: bench/results/vhdl.{json,md}
+bench-vhdl: setup
+	$(PY) bench/vhdl.py
 
 # Hirzel's finance benchmarks: selectivity, golden on Spark, reference vs lock-step engine (1M events each)
 bench-finance: setup

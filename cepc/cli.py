@@ -110,7 +110,8 @@ def cmd_match(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from .emit import verilog
+    from .emit import emit
+    from .emit.vhdl import is_identifier, unsupported
     from .hw import sizing
     from .hw.top import Top, check_options
     from .nfa import powerset
@@ -118,8 +119,8 @@ def cmd_compile(args) -> int:
 
     hdl = args.hdl or {".v": "verilog", ".il": "rtlil", ".rtlil": "rtlil", ".vhd": "vhdl",
                        ".vhdl": "vhdl"}.get(Path(args.output).suffix.lower(), "verilog")
-    if hdl == "vhdl":
-        raise UsageError("the VHDL backend is not built yet; use --hdl verilog or rtlil")
+    if hdl == "vhdl" and not is_identifier(args.top):
+        raise UsageError(f"--top must be a VHDL identifier, not {args.top!r}")
     if not args.top.isidentifier():
         raise UsageError(f"--top must be a Verilog identifier, not {args.top!r}")
     try:
@@ -137,6 +138,8 @@ def cmd_compile(args) -> int:
         raise UsageError(str(e)) from None
     if args.no_decoder and args.automaton == "dfa":
         raise UsageError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
+    if hdl == "vhdl" and unsupported(design, not args.no_decoder):
+        raise UsageError(unsupported(design, not args.no_decoder))
     device = sizing.DEVICES[args.device]
     choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
     print(sizing.describe(choice, device, design), file=sys.stderr)
@@ -155,7 +158,7 @@ def cmd_compile(args) -> int:
         options["evict_after"] = args.evict_after
     if args.max_match_length:
         options["max_match_length"] = args.max_match_length
-    side = verilog.emit(design, top, Path(args.output), hdl, args.top, options)
+    side = emit(design, top, Path(args.output), hdl, args.top, options)
     rate = "one tuple every other cycle" if top.pipelined else "one tuple per cycle"
     print(f"{args.output}: {hdl}, top {args.top}, {len(design.queries)} quer{'y' if len(design.queries) == 1 else 'ies'}, "
           f"{choice.partitions} partitions ({choice.partitioner}), {args.bus_width}-bit input, {rate}, "
@@ -242,7 +245,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", metavar="FILE", required=True, help="match file to write (.csv)")
     c.set_defaults(func=cmd_match)
 
-    c = sub.add_parser("compile", help="compile a query file to hardware (Verilog, RTLIL)")
+    c = sub.add_parser("compile", help="compile a query file to hardware (Verilog, VHDL, RTLIL)")
     c.add_argument("query", metavar="Q.sql", help="query file")
     c.add_argument("-o", "--output", metavar="FILE", required=True,
                    help="HDL file to write; a .json sidecar with the wire formats goes beside it")
@@ -271,13 +274,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="Spark master (default: local[*], embedded; spark://host:7077 for a cluster)")
     c.set_defaults(func=cmd_golden)
 
-    c = sub.add_parser("sim", help="simulate the compiled design on an events file (cocotb + Verilator)")
+    c = sub.add_parser("sim", help="simulate the compiled design on an events file (cocotb + Verilator or GHDL)")
     c.add_argument("query", metavar="Q.sql", help="query file")
     c.add_argument("--events", metavar="E", required=True, help="events file (.csv or .parquet)")
     c.add_argument("-o", "--output", metavar="FILE", required=True, help="match file to write (.csv)")
     c.add_argument("--compare", metavar="FILE", help="match file to compare with (exit 1 and show the first difference)")
     c.add_argument("--simulator", choices=["verilator", "ghdl"], default="verilator",
-                   help="HDL simulator (default: verilator)")
+                   help="HDL simulator: verilator runs the Verilog, ghdl the VHDL (default: verilator)")
     c.add_argument("--waves", metavar="W.fst", help="write an FST waveform")
     _partition_options(c)
     c.add_argument("--bus-width", type=int, metavar="W", default=64, help="input bus width in bits (default: 64)")

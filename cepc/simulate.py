@@ -1,7 +1,9 @@
-"""``cepc sim``: compile, build with Verilator, run the cocotb bench, decode, compare.
+"""``cepc sim``: compile, build with Verilator or GHDL, run the cocotb bench, decode, compare.
 
-Builds are cached under ``build/sim/<hash>/`` by the query text, the compile
-options and the cepc version, so re-running a regression recompiles nothing.
+Verilator simulates the Verilog (Amaranth → Yosys); GHDL the VHDL of
+:mod:`cepc.emit.vhdl`. Both run the same bench. Builds are cached under
+``build/sim/<hash>/`` by the query text, the compile options, the simulator and
+the cepc version, so re-running a regression recompiles nothing.
 The cocotb bench (``sim/cepc_bench.py``) only moves bytes; packing the events
 and decoding the records happens here, through the same
 :class:`~cepc.plan.TuplePlan` and JSON sidecar a host program would use.
@@ -29,6 +31,7 @@ from .lang.check import Checked
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "sim"
 TOP = "cepc_top"
+SIMULATORS = ("verilator", "ghdl")
 
 
 @dataclass
@@ -49,6 +52,7 @@ class SimOptions:
     dfa_encoding: str = "onehot"
     decoder: bool = True  # False: --no-decoder
     build_root: Path = field(default_factory=lambda: Path("build") / "sim")
+    timing: bool = False  # record the cycles of packet ends and records (SimResult.timing)
 
 
 @dataclass
@@ -59,14 +63,17 @@ class SimResult:
     seconds: float
     build_seconds: float
     input_cycles: int  # clock cycles from the first input beat offered to the last one taken
+    cycles: int = 0  # clock cycles from the end of reset to the end of the drain
+    timing: dict = field(default_factory=dict)  # with SimOptions.timing: cycles of "last_beats" and "records"
 
 
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h = hashlib.sha256()
     h.update(checked.source.text.encode())
+    backend = tools.ghdl_backend() if opts.simulator == "ghdl" else ""  # their builds differ
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
-                         opts.automaton, opts.dfa_encoding, opts.decoder]).encode())
+                         backend, opts.automaton, opts.dfa_encoding, opts.decoder]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
     h.update(_compiler_digest())
     return h.hexdigest()[:16]
@@ -83,8 +90,13 @@ def _compiler_digest() -> bytes:
     return h.digest()
 
 
+def _source(opts: SimOptions, work: Path) -> Path:
+    return work / (f"{TOP}.vhd" if opts.simulator == "ghdl" else f"{TOP}.v")
+
+
 def _compile(checked: Checked, opts: SimOptions, work: Path):
-    from .emit import verilog
+    """The design as HDL for the simulator: Verilog for Verilator, VHDL for GHDL."""
+    from .emit import emit
     from .hw import sizing
     from .hw.top import Top
     from .nfa import powerset
@@ -96,6 +108,11 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
             design = powerset.design_dfa(design, opts.dfa_encoding)
         except ValueError as e:
             raise UsageError(str(e)) from None
+    if opts.simulator == "ghdl":
+        from .emit.vhdl import unsupported
+
+        if unsupported(design, opts.decoder):
+            raise UsageError(unsupported(design, opts.decoder))
     choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
                            evict=bool(opts.evict_after))
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
@@ -106,31 +123,33 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
         options["evict_after"] = opts.evict_after
     if opts.max_length:
         options["max_match_length"] = opts.max_length
-    verilog.emit(design, top, work / f"{TOP}.v", "verilog", TOP, options)
+    # written beside, then moved in only if changed: an unchanged design keeps its timestamps, so
+    # the simulators' incremental builds (make, ghdl -m) have nothing to redo
+    staged = work / "staged"
+    staged.mkdir(exist_ok=True)
+    emit(design, top, staged / _source(opts, work).name, "vhdl" if opts.simulator == "ghdl" else "verilog", TOP,
+         options)
+    for new in staged.iterdir():
+        old = work / new.name
+        if old.exists() and old.read_bytes() == new.read_bytes():
+            new.unlink()
+        else:
+            new.replace(old)
     return design, top.latency
 
 
-def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResult:
-    """Run ``frame`` through the compiled design in a real simulator; rows as in a match file."""
-    if opts.simulator != "verilator":
-        raise UsageError(f"simulator {opts.simulator!r} is not available yet; use verilator")
-    if not (BENCH_DIR / "cepc_bench.py").exists():
-        raise ToolError(f"the cocotb bench is missing ({BENCH_DIR / 'cepc_bench.py'}); run cepc from its checkout")
-    if opts.packet_tuples < 1:
-        raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
-    work = (opts.build_root / _design_hash(checked, opts)).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    # one run at a time per build directory: a second `cepc sim` of the same design (another
-    # shell, a parallel test) waits for the first rather than rebuild or overwrite its files
-    with open(work / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return _simulate(checked, frame, opts, work)
+@dataclass
+class _Build:
+    """A simulator's cocotb runner, built, and the extra arguments its test step takes."""
+
+    runner: object
+    test_args: list[str] = field(default_factory=list)
+    plusargs: list[str] = field(default_factory=list)
+    waves: bool = False
+    test_dir: Path | None = None  # where the simulator runs (default: the work directory)
 
 
-def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Path) -> SimResult:
-    t0 = time.perf_counter()
-    design, latency = _compile(checked, opts, work)
-
+def _build_verilator(opts: SimOptions, work: Path) -> _Build:
     exe, env = tools.verilator()
     os.environ["VERILATOR_ROOT"] = env.get("VERILATOR_ROOT", os.environ.get("VERILATOR_ROOT", ""))
     os.environ["PATH"] = env["PATH"]
@@ -145,37 +164,95 @@ def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Pat
         build_args.append("--trace-fst")
     log = work / "build.log"
     try:
-        runner.build(sources=[work / f"{TOP}.v"], hdl_toplevel=TOP, build_dir=work / "obj", build_args=build_args,
+        runner.build(sources=[_source(opts, work)], hdl_toplevel=TOP, build_dir=work / "obj", build_args=build_args,
                      waves=opts.waves is not None, log_file=log)
     except (SystemExit, Exception) as e:  # the runner raises SystemExit or CalledProcessError on failure
         tail = log.read_text()[-3000:] if log.exists() else str(e)
-        raise ToolError("Verilator failed to build the design", [exe, "--cc", str(work / f"{TOP}.v")], tail) from None
+        raise ToolError("Verilator failed to build the design", [exe, "--cc", str(_source(opts, work))], tail) from None
+    return _Build(runner, waves=opts.waves is not None)
+
+
+def _build_ghdl(opts: SimOptions, work: Path) -> _Build:
+    exe = tools.ghdl()
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner("ghdl")
+    obj = work / "obj"
+    log = work / "build.log"
+    try:
+        # analysis (ghdl -i, -m) in obj/; the run elaborates from there
+        runner.build(sources=[_source(opts, work)], hdl_toplevel=TOP, build_dir=obj, build_args=tools.GHDL_STD,
+                     log_file=log)
+    except (SystemExit, Exception) as e:
+        tail = log.read_text()[-3000:] if log.exists() else str(e)
+        raise ToolError("GHDL failed to analyse the design", [exe, "-a", *tools.GHDL_STD, str(_source(opts, work))],
+                        tail) from None
+    # numeric_std warns about the 'U' of signals not yet driven at time 0; that is noise
+    plusargs = ["--ieee-asserts=disable-at-0"]
+    if opts.waves:
+        plusargs.append(f"--fst={work / 'dump.fst'}")  # GHDL's own FST writer (the runner's is GHW)
+    # run where the analysis went: with GHDL's LLVM or GCC back end, `ghdl -m` linked the simulator there
+    return _Build(runner, test_args=[*tools.GHDL_STD, f"--workdir={obj}"], plusargs=plusargs, test_dir=obj)
+
+
+def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, packets: list[bytes] | None = None) -> SimResult:
+    """Run ``frame`` through the compiled design in a real simulator; rows as in a match file.
+
+    ``packets``, if given, are sent instead of ``frame`` packed into packets of
+    ``opts.packet_tuples`` tuples: raw bytes, one AXI-Stream packet each (a
+    packet that ends mid-tuple tests the framer's recovery).
+    """
+    if opts.simulator not in SIMULATORS:
+        raise UsageError(f"unknown simulator {opts.simulator!r}; use {' or '.join(SIMULATORS)}")
+    if not (BENCH_DIR / "cepc_bench.py").exists():
+        raise ToolError(f"the cocotb bench is missing ({BENCH_DIR / 'cepc_bench.py'}); run cepc from its checkout")
+    if opts.packet_tuples < 1:
+        raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
+    work = (opts.build_root / _design_hash(checked, opts)).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    # one run at a time per build directory: a second `cepc sim` of the same design (another
+    # shell, a parallel test) waits for the first rather than rebuild or overwrite its files
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _simulate(checked, frame, opts, work, packets)
+
+
+def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Path,
+              packets: list[bytes] | None) -> SimResult:
+    t0 = time.perf_counter()
+    design, latency = _compile(checked, opts, work)
+    build = (_build_ghdl if opts.simulator == "ghdl" else _build_verilator)(opts, work)
     t1 = time.perf_counter()
 
-    rows = frame.to_dict("records")
-    (work / "input.bin").write_bytes(b"".join(design.tuple.to_bytes(r) for r in rows))
+    if packets is None:
+        rows = frame.to_dict("records")
+        (work / "input.bin").write_bytes(b"".join(design.tuple.to_bytes(r) for r in rows))
+    else:
+        (work / "input.bin").write_bytes(b"".join(packets))
     result_path = work / "result.json"
     result_path.unlink(missing_ok=True)
     (work / "dump.fst").unlink(missing_ok=True)
     config = {
         "input": str(work / "input.bin"), "output": str(result_path), "tuple_bytes": design.tuple.nbytes,
         "packet_tuples": opts.packet_tuples, "stall": opts.stall, "backpressure": opts.backpressure,
-        "seed": opts.seed, "drain_cycles": latency + 64,
+        "seed": opts.seed, "drain_cycles": latency + 64, "timing": opts.timing,
     }
+    if packets is not None:
+        config["packet_bytes"] = [len(p) for p in packets]
     (work / "config.json").write_text(json.dumps(config))
     log = work / "run.log"
     if str(BENCH_DIR) not in sys.path:  # the runner hands this process's sys.path to the simulator
         sys.path.insert(0, str(BENCH_DIR))
     try:
-        runner.test(test_module="cepc_bench", hdl_toplevel=TOP, test_dir=work, build_dir=work / "obj",
-                    extra_env={"CEPC_SIM_CONFIG": str(work / "config.json")},
-                    waves=opts.waves is not None, results_xml=str(work / "results.xml"), log_file=log,
-                    seed=opts.seed)
+        build.runner.test(test_module="cepc_bench", hdl_toplevel=TOP, test_dir=build.test_dir or work, build_dir=work / "obj",
+                          extra_env={"CEPC_SIM_CONFIG": str(work / "config.json")}, test_args=build.test_args,
+                          plusargs=build.plusargs, waves=build.waves, results_xml=str(work / "results.xml"),
+                          log_file=log, seed=opts.seed)
     except (SystemExit, Exception):
         pass  # judged by the result file below
     if not result_path.exists():
         tail = log.read_text()[-3000:] if log.exists() else ""
-        raise ToolError("the simulation did not finish", ["cocotb", "cepc_bench"], tail)
+        raise ToolError("the simulation did not finish", ["cocotb", "cepc_bench", opts.simulator], tail)
     t2 = time.perf_counter()
     if opts.waves:
         produced = work / "dump.fst"
@@ -186,7 +263,8 @@ def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Pat
     out = json.loads(result_path.read_text())
     rows_out = record_rows(checked, design, [decode_record(design, word) for word in out["records"]])
     spilled = [design.tuple.unpack(w) for w in out["spilled"]]
-    return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0, out["input_cycles"])
+    return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0, out["input_cycles"], out["cycles"],
+                     out["timing"])
 
 
 def record_rows(checked: Checked, design, decoded: list[dict]) -> list[list[str]]:

