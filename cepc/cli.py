@@ -170,6 +170,57 @@ def cmd_sim(args) -> int:
     return main_sim(args)
 
 
+def cmd_synth(args) -> int:
+    import json
+
+    from rich.console import Console
+
+    from .synth import flow
+
+    console = Console(stderr=True)
+    checked = _load(args.query)
+    opts = flow.SynthOptions(board=args.board, out_dir=Path(args.output) if args.output else None, freq_mhz=args.freq,
+                             baud=args.baud, partitions=args.partitions, evict_after=args.evict_after,
+                             max_length=args.max_match_length, seed=args.seed,
+                             allow_timing_fail=args.allow_timing_fail)
+    t0 = time.perf_counter()
+    with console.status(f"synthesising {args.query} for {args.board}") as status:
+        def progress(step):
+            if step.startswith("note:"):
+                console.print(step, highlight=False)
+            status.update(f"{args.board}: {step} [{time.perf_counter() - t0:.0f} s]")
+        result = flow.synthesize(checked, opts, progress)
+    summary = result.summary
+    if args.report:
+        Path(args.report).write_text(json.dumps(summary, indent=2) + "\n")
+    _print_synth(console, summary, args)
+    flow.check_timing(result)
+    return 0
+
+
+def _print_synth(console, s: dict, args) -> None:
+    o = s["options"]
+    console.print(f"{s['board']} ({s['device']} {s['package']}): {s['query']}, {o['partitions']} partitions, "
+                  f"clock {o['clock_mhz']:g} MHz, UART {o['baud']:,} baud (÷{o['baud_divisor']})", highlight=False)
+    names = {"lut": "LUTs" if s["family"] == "ecp5" else "logic cells", "ff": "flip-flops", "bram": "block RAM",
+             "carry": "carry cells", "lutram": "LUT RAM", "dsp": "DSP", "io": "I/O", "pll": "PLL", "spram": "SPRAM"}
+    for key, name in names.items():
+        r = s["resources"].get(key)
+        if r is None or (r["used"] == 0 and key in ("dsp", "lutram", "spram")):
+            continue
+        pct = f" of {r['available']:,} ({r['percent']:.1f}%)" if r["available"] else ""
+        console.print(f"  {name:<12} {r['used']:>7,}{pct}", highlight=False)
+    for c in s["clocks"]:
+        verdict = "[green]met[/green]" if c["met"] else "[red]MISSED[/red]"
+        console.print(f"  Fmax {c['name']}: {c['achieved_mhz']:.1f} MHz, target {c['target_mhz']:g} MHz: {verdict}")
+    console.print(f"  {s['tuples_per_cycle']:g} tuple/cycle: {s['tuples_per_second_at_fmax'] or 0:,} tuples/s at Fmax, "
+                  f"{s['tuples_per_second_at_clock']:,} at the clock; the UART carries {s['tuples_per_second_uart']:,}",
+                  highlight=False)
+    if s["bitstream"]:
+        console.print(f"bitstream {s['bitstream']} ({sum(s['seconds'].values()):.0f} s)"
+                      + (f"; report {args.report}" if args.report else ""), highlight=False)
+
+
 def cmd_gen(args) -> int:
     from . import gen
 
@@ -266,6 +317,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="probability that m_tready/spill_tready is low each cycle (default: 0)")
     c.add_argument("--seed", type=int, metavar="S", default=0, help="seed of the random gaps (default: 0)")
     c.set_defaults(func=cmd_sim)
+
+    c = sub.add_parser("synth", help="synthesise for a board (Yosys, nextpnr, bitstream; all from PyPI)")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.add_argument("--board", metavar="NAME", required=True,
+                   help="ulx3s-85f, ulx3s-45f, ulx3s-25f, ulx3s-12f, icebreaker, colorlight-5a-75b")
+    c.add_argument("-o", "--output", metavar="DIR", help="build directory (default: build/synth/BOARD)")
+    c.add_argument("--report", metavar="R.json", help="also write the report (resources, Fmax, timing) here")
+    c.add_argument("--freq", type=float, metavar="MHZ",
+                   help="clock the PLL makes, the timing target (default: the board's, 150 on ECP5, 51 on iCE40)")
+    c.add_argument("--baud", type=int, metavar="B", help="host link baud rate (default: the board's, 3000000 "
+                   "on boards with an FTDI)")
+    c.add_argument("--partitions", type=int, metavar="N",
+                   help="concurrent partitions per query (default: the board's, 256 on ULX3S-85F, 16 on iCEBreaker)")
+    c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
+    c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
+    c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")
+    c.add_argument("--allow-timing-fail", action="store_true",
+                   help="write the bitstream even if timing is missed (still exits 1)")
+    c.set_defaults(func=cmd_synth)
 
     c = sub.add_parser("gen", help="generate synthetic events whose values make the patterns match")
     c.add_argument("query", metavar="Q.sql", help="query file")

