@@ -7,8 +7,9 @@ people.
 
 Bytes on the UART are SLIP-framed (RFC 1055): a frame ends with ``END``
 (0xC0); ``END`` and ``ESC`` inside a frame are sent as ``ESC ESC_END`` and
-``ESC ESC_ESC``. The host also sends ``END`` before each frame, so line noise
-before it forms a separate (rejected) frame. Unescaped, a frame is::
+``ESC ESC_ESC``. Both sides also send ``END`` before each frame, so line noise
+or a frame cut short (by a RESET) before it forms a separate, rejected frame;
+empty frames are ignored. Unescaped, a frame is::
 
     type (1 byte) | seq (1 byte) | payload (0 … n bytes) | CRC-16 (2 bytes, big-endian)
 
@@ -32,7 +33,11 @@ been drained into the design (``drained``). The host keeps at most
 ``buffer_frames`` frames and ``buffer_bytes`` bytes (payload + CRC) sent but
 not drained, so the buffer can never overflow, even while the design stalls
 on a slow output. A lost or rejected frame shows as ``accepted`` not moving:
-the host sends every frame from ``accepted`` on again.
+the host sends every frame from ``accepted`` on again. The board says so at
+once with a NAK (an ACK with flag bit 0 set) when a good TUPLES frame arrives
+at or after the one it expects without being taken (a gap: the one before was
+lost); it sends one NAK per gap. Old copies (before ``accepted``) are dropped
+silently. A frame lost last of all is found by the host's retry timeout.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ VERSION = 1
 HEADER_BYTES = 2  # type, seq
 CRC_BYTES = 2
 MAX_RECORDS_PER_FRAME = 16  # the board closes a MATCHES or SPILL frame after this many
+ACK_BYTES = 3  # accepted, drained, flags (bit 0: NAK)
 
 # --- status ---------------------------------------------------------------------------------
 # The STATUS payload is a list of 48-bit little-endian words (6 bytes each), in this order.
@@ -170,11 +176,11 @@ def parse_status(payload: bytes) -> Status:
         buffer_frames=link >> 32 & 0xFF, counters=counters)
 
 
-def parse_ack(payload: bytes) -> tuple[int, int]:
-    """(accepted, drained) of an ACK frame."""
-    if len(payload) != 2:
-        raise ValueError(f"an ACK payload has 2 bytes, not {len(payload)}")
-    return payload[0], payload[1]
+def parse_ack(payload: bytes) -> tuple[int, int, bool]:
+    """(accepted, drained, nak) of an ACK frame."""
+    if len(payload) != ACK_BYTES:
+        raise ValueError(f"an ACK payload has {ACK_BYTES} bytes, not {len(payload)}")
+    return payload[0], payload[1], bool(payload[2] & 1)
 
 
 def design_id(sidecar: dict) -> int:

@@ -71,10 +71,11 @@ class HostLink(wiring.Component):
         m = Module()
         top = self.top
         k = (self.buffer_bytes - 1).bit_length()  # address bits
-        # A RESET frame raises `soft_rst` for one cycle; it resets everything below (the design,
-        # the link, the UARTs, the frame being sent: the host ignores what it receives until the
-        # STATUS frame that answers the RESET).
+        # A RESET frame sets `reset_pending`; once the transmitter is between frames (so no frame is
+        # cut short on the wire), `soft_rst` rises for one cycle and resets everything below: the
+        # design, the link and its counters, the UARTs.
         soft_rst = Signal()
+        reset_pending = Signal()
         m.submodules.design = top
         m.submodules.uart_rx = urx = UartRx(self.divisor)
         m.submodules.uart_tx = utx = UartTx(self.divisor)
@@ -89,6 +90,8 @@ class HostLink(wiring.Component):
         expect = Signal(8)  # seq of the next TUPLES frame to accept
         drained = Signal(8)  # TUPLES frames passed into the design
         ack_pending = Signal()
+        nak_pending = Signal()  # the next ACK says a frame was missed (go back to `expect`)
+        nak_sent = Signal()  # one NAK per gap: none again until a frame is accepted
         status_pending = Signal(init=1)  # announce ourselves after configuration and after a RESET
         sticky_error = Signal()
         m.d.comb += self.error.eq(sticky_error)
@@ -167,15 +170,19 @@ class HostLink(wiring.Component):
                 m.d.sync += [wptr.eq(new_commit), commit.eq(new_commit)]
                 m.d.comb += [frames.w_data.eq(new_commit - 1), frames.w_en.eq(accept)]
                 with m.If(accept):
-                    m.d.sync += [expect.eq(expect + 1), rx_frames.eq(rx_frames + 1), ack_pending.eq(1)]
+                    m.d.sync += [expect.eq(expect + 1), rx_frames.eq(rx_frames + 1), ack_pending.eq(1),
+                                 nak_sent.eq(0)]
                 with m.Elif(~good):
-                    m.d.sync += [rx_crc_errors.eq(rx_crc_errors + 1), ack_pending.eq(1), sticky_error.eq(1)]
+                    m.d.sync += [rx_crc_errors.eq(rx_crc_errors + 1), sticky_error.eq(1)]
                 with m.Elif(ftype == P.STATUS_REQUEST):
                     m.d.sync += status_pending.eq(1)
                 with m.Elif(ftype == P.RESET):
-                    m.d.sync += soft_rst.eq(1)
+                    m.d.sync += reset_pending.eq(1)
                 with m.Else():
-                    m.d.sync += [rx_rejected.eq(rx_rejected + 1), ack_pending.eq(1), sticky_error.eq(1)]
+                    m.d.sync += [rx_rejected.eq(rx_rejected + 1), sticky_error.eq(1)]
+                    # a TUPLES frame at or after the expected one (not an old copy): one NAK per gap
+                    with m.If((ftype == P.TUPLES) & ~(fseq - expect)[7] & ~nak_sent):
+                        m.d.sync += [nak_pending.eq(1), nak_sent.eq(1), ack_pending.eq(1)]
 
         # --- drain: committed bytes into the design, one packet per frame --------------------------------
         o_valid = Signal()
@@ -282,23 +289,28 @@ class HostLink(wiring.Component):
         spill_byte = select(spill_sel, top.spill_tdata, self.tuple_bytes)
 
         def start(frame_kind, first=0):
-            m.d.sync += [kind.eq(frame_kind), pay.eq(first), pay_left.eq(2 if frame_kind == P.ACK else 6),
+            m.d.sync += [kind.eq(frame_kind), pay.eq(first), pay_left.eq(P.ACK_BYTES if frame_kind == P.ACK else 6),
                          units.eq(1), tx_crc.eq(0xFFFF), record_sel.eq(1), spill_sel.eq(1)]
-            m.next = "type"
+            m.next = "begin"
 
         with m.FSM(name="tx"):
             with m.State("idle"):
-                with m.If(~ob_valid):
+                m.d.sync += soft_rst.eq(reset_pending & ~ob_valid & ~escaping & utx.bytes.ready)
+                with m.If(~ob_valid & ~reset_pending):
                     with m.If(status_pending):
                         m.d.sync += status_pending.eq(0)
                         start(P.STATUS, words[0])
                     with m.Elif(ack_pending):
-                        m.d.sync += ack_pending.eq(0)
-                        start(P.ACK, Cat(expect, drained))
+                        m.d.sync += [ack_pending.eq(0), nak_pending.eq(0)]
+                        start(P.ACK, Cat(expect, drained, nak_pending))
                     with m.Elif(top.m_tvalid):
                         start(P.MATCHES)
                     with m.Elif(top.spill_tvalid):
                         start(P.SPILL)
+            with m.State("begin"):  # an END first: whatever came before (a frame cut by a RESET) ends
+                with m.If(load):
+                    emit(0, end=True)
+                    m.next = "type"
             with m.State("type"):
                 with m.If(load):
                     emit(kind)

@@ -124,22 +124,36 @@ class SynthResult:
 Progress = Callable[[str], None]
 
 
-def _run(cmd: list[str], cwd: Path, log_path: Path, what: str, on_line: Callable[[str], None]) -> str:
-    """Run a tool, its output to ``log_path`` and line by line to ``on_line``; ToolError on failure."""
-    lines: list[str] = []
+def _run(cmd: list[str], cwd: Path, log_path: Path, what: str, on_line: Callable[[str], None],
+         watch: Path | None = None) -> str:
+    """Run a tool with its output in ``log_path``; the lines of ``watch`` (the tool's own log,
+    which it flushes as it goes; default ``log_path``) go to ``on_line`` while it runs.
+    Returns the output; ToolError on failure."""
+    watch = watch or log_path
+    if watch != log_path:
+        watch.unlink(missing_ok=True)
     with open(log_path, "w") as log:
         try:
-            proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    bufsize=1, errors="replace")
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
         except OSError as e:
             raise ToolError(f"cannot run {cmd[0]}: {e.strerror}", cmd) from None
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            lines.append(line)
-            on_line(line.rstrip("\n"))
-        proc.wait()
-    text = "".join(lines)
+        seen = 0
+        partial = ""
+        while True:
+            finished = proc.poll() is not None
+            if watch.exists():
+                with open(watch, errors="replace") as fh:
+                    fh.seek(seen)
+                    chunk = fh.read()
+                    seen = fh.tell()
+                lines = (partial + chunk).split("\n")
+                partial = lines.pop()
+                for line in lines:
+                    on_line(line)
+            if finished:
+                break
+            time.sleep(0.2)
+    text = log_path.read_text(errors="replace")
     if proc.returncode != 0:
         raise ToolError(f"{what} failed (exit status {proc.returncode}); the whole log is {log_path}", cmd,
                         _tail(text))
@@ -208,7 +222,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
 
     # 1. Yosys
     t0 = time.perf_counter()
-    yosys_cmd = [*tools.yowasp("yosys"), f"{NAME}.ys"]
+    yosys_cmd = [*tools.yowasp("yosys"), "-q", "-l", "yosys.log", f"{NAME}.ys"]
 
     def yosys_line(line):
         m = _YOSYS_PASS.match(line)
@@ -216,7 +230,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
             progress(f"yosys: {m.group(1)}")
 
     progress("yosys: reading the design")
-    _run(yosys_cmd, out, out / "yosys.log", "Yosys", yosys_line)
+    _run(yosys_cmd, out, out / "yosys.stdout.log", "Yosys", yosys_line, watch=out / "yosys.log")
     seconds["yosys"] = time.perf_counter() - t0
     stat = json.loads((out / f"{NAME}.stat.json").read_text())
 
@@ -242,7 +256,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
 
     progress("nextpnr: reading the netlist")
     try:
-        log = _run(pnr, out, out / "nextpnr.stdout.log", "nextpnr", pnr_line)
+        log = _run(pnr, out, out / "nextpnr.stdout.log", "nextpnr", pnr_line, watch=out / "nextpnr.log")
     except ToolError as e:
         text = (out / "nextpnr.stdout.log").read_text(errors="replace")
         failure = rep.placement_failure(text)
