@@ -7,7 +7,7 @@ heartbeat, activity, error; any may be missing).
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, Signal
+from amaranth.hdl import ClockDomain, Elaboratable, Module, Signal
 from amaranth.lib import io
 from amaranth.lib.cdc import FFSynchronizer
 
@@ -38,24 +38,25 @@ class BoardTop(Elaboratable):
             m.submodules.pll = self.pll.instance(clk_buf.i, clk, locked)
         platform.add_clock_constraint(clk, self.pll.output_hz)
 
-        # power-on reset in a reset-less domain on the same clock
-        m.domains.sync = sync = ClockDomain("sync")
-        m.domains.por = ClockDomain("por", reset_less=True, local=True)
-        m.d.comb += [sync.clk.eq(clk), ClockSignal("por").eq(clk)]
+        # The domain has no reset: the host link resets everything it holds from one register
+        # (see HostLink), held here until the PLL locks and for 20 µs after.
+        m.domains.sync = sync = ClockDomain("sync", reset_less=True)
+        m.d.comb += sync.clk.eq(clk)
         hold = max(2, int(POWER_ON_RESET_S * self.pll.output_hz))
         locked_sync = Signal()
-        m.submodules.lock_sync = FFSynchronizer(locked, locked_sync, o_domain="por", init=0)
+        m.submodules.lock_sync = FFSynchronizer(locked, locked_sync, init=0)
         por = Signal(range(hold + 1))
         with m.If(~locked_sync):
-            m.d.por += por.eq(0)
+            m.d.sync += por.eq(0)
         with m.Elif(por != hold):
-            m.d.por += por.eq(por + 1)
-        m.d.comb += sync.rst.eq(por != hold)
+            m.d.sync += por.eq(por + 1)
+        power_on = Signal(init=1)
+        m.d.sync += power_on.eq(por != hold)
 
         m.submodules.link = link = self.link
         uart_name, uart_number = platform.cepc_uart
         uart = platform.request(uart_name, uart_number)
-        m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx)]
+        m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx), link.reset.eq(power_on)]
 
         # LEDs: heartbeat (about 1.5 Hz), UART activity (stretched to ~50 ms), sticky error
         leds = []

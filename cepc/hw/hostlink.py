@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -39,6 +38,7 @@ class HostLink(wiring.Component):
     """A compiled design behind a UART speaking :mod:`cepc.protocol`.
 
     ``rx``/``tx``: the UART lines (8N1, ``clock_hz / baud`` cycles per bit).
+    ``reset``: resets the link and the design (registered, like a RESET frame).
     ``activity`` pulses on each UART byte either way, ``error`` stays high once a
     frame was discarded or a tuple dropped or malformed (until a RESET frame).
 
@@ -65,17 +65,21 @@ class HostLink(wiring.Component):
         self.design_id = design_id & 0xFFFFFFFF
         self.record_bytes = top.record_width // 8
         self.tuple_bytes = top.tuple_width // 8
-        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "activity": Out(1), "error": Out(1)})
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "activity": Out(1), "error": Out(1),
+                          "reset": In(1)})
 
     def elaborate(self, platform):
         m = Module()
         top = self.top
         k = (self.buffer_bytes - 1).bit_length()  # address bits
         # A RESET frame sets `reset_pending`; once the transmitter is between frames (so no frame is
-        # cut short on the wire), `soft_rst` rises for one cycle and resets everything below: the
-        # design, the link and its counters, the UARTs.
+        # cut short on the wire), `soft_rst` rises and resets everything below: the design, the link
+        # and its counters, the UARTs. The reset of all of it is one register, `rst_all` (the
+        # `reset` input or `soft_rst`), so a board top whose domain has no reset of its own drives
+        # every flip-flop's reset straight from a flip-flop.
         soft_rst = Signal()
         reset_pending = Signal()
+        rst_all = Signal()
         m.submodules.design = top
         m.submodules.uart_rx = urx = UartRx(self.divisor)
         m.submodules.uart_tx = utx = UartTx(self.divisor)
@@ -99,14 +103,15 @@ class HostLink(wiring.Component):
             m.d.sync += sticky_error.eq(1)
 
         # --- receive buffer: write pointer, commit pointer, read pointer (k + 1 bits) ---------------
-        m.submodules.buffer = mem = Memory(shape=8, depth=self.buffer_bytes, init=[])
+        # each byte carries a ninth bit: the last byte of its frame (set when the frame is committed)
+        m.submodules.buffer = mem = Memory(shape=9, depth=self.buffer_bytes, init=[])
         wr = mem.write_port()
         rd = mem.read_port()
         wptr = Signal(k + 1)
         commit = Signal(k + 1)
         rptr = Signal(k + 1)
-        frames = SyncFIFOBuffered(width=k + 1, depth=self.buffer_frames)  # last byte of each accepted frame
-        m.submodules.frames = frames
+        queued = Signal(range(self.buffer_frames + 1))  # accepted frames not yet drained
+        recent = Signal(24)  # the last three bytes written: a frame's last payload byte and its CRC
         full = Signal()  # a register: bytes arrive ten bit times apart, pointers move between them
         m.d.sync += full.eq((wptr - rptr)[:k + 1] == self.buffer_bytes)
 
@@ -155,20 +160,21 @@ class HostLink(wiring.Component):
                         m.d.sync += over.eq(1)
                     with m.Else():
                         m.d.comb += [wr.addr.eq(wptr[:k]), wr.data.eq(byte), wr.en.eq(1)]
-                        m.d.sync += wptr.eq(wptr + 1)
+                        m.d.sync += [wptr.eq(wptr + 1), recent.eq(Cat(recent[8:], byte))]
 
         good = Signal()
         m.d.comb += good.eq(~bad & (crc == 0) & (pos == 2) & (body >= P.CRC_BYTES))
         accept = Signal()
         m.d.comb += accept.eq(good & (ftype == P.TUPLES) & ~over & (fseq == expect) & (body > P.CRC_BYTES)
-                              & frames.w_rdy)
+                              & (queued != self.buffer_frames))
         new_commit = Signal(k + 1)
         m.d.comb += new_commit.eq(Mux(accept, wptr - P.CRC_BYTES, commit))
         with m.If(end):
             m.d.sync += [pos.eq(0), crc.eq(0xFFFF), body.eq(0), bad.eq(0), over.eq(0)]
             with m.If((pos != 0) | bad):  # not an empty frame
                 m.d.sync += [wptr.eq(new_commit), commit.eq(new_commit)]
-                m.d.comb += [frames.w_data.eq(new_commit - 1), frames.w_en.eq(accept)]
+                # mark the frame's last payload byte (three bytes back) as its last
+                m.d.comb += [wr.addr.eq((wptr - 3)[:k]), wr.data.eq(Cat(recent[:8], 1)), wr.en.eq(accept)]
                 with m.If(accept):
                     m.d.sync += [expect.eq(expect + 1), rx_frames.eq(rx_frames + 1), ack_pending.eq(1),
                                  nak_sent.eq(0)]
@@ -186,22 +192,21 @@ class HostLink(wiring.Component):
 
         # --- drain: committed bytes into the design, one packet per frame --------------------------------
         o_valid = Signal()
-        o_last = Signal()
         advance = Signal()
-        last_byte = Signal()
+        drain_last = Signal()
         m.d.comb += [
-            last_byte.eq(rptr == frames.r_data),
-            advance.eq((rptr != commit) & frames.r_rdy & (~o_valid | top.s_tready)),
+            advance.eq((rptr != commit) & (~o_valid | top.s_tready)),
             rd.addr.eq(rptr[:k]), rd.en.eq(advance),
-            top.s_tdata.eq(rd.data), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(o_last),
+            top.s_tdata.eq(rd.data[:8]), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(rd.data[8]),
+            drain_last.eq(o_valid & top.s_tready & rd.data[8]),
         ]
         with m.If(advance):
-            m.d.sync += [rptr.eq(rptr + 1), o_valid.eq(1), o_last.eq(last_byte)]
-            m.d.comb += frames.r_en.eq(last_byte)
+            m.d.sync += [rptr.eq(rptr + 1), o_valid.eq(1)]
         with m.Elif(top.s_tready):
             m.d.sync += o_valid.eq(0)
-        with m.If(o_valid & top.s_tready & o_last):
+        with m.If(drain_last):
             m.d.sync += [drained.eq(drained + 1), ack_pending.eq(1)]
+        m.d.sync += queued.eq(queued + (end & accept) - drain_last)
 
         # idle: nothing in the buffer or the design for longer than its latency
         quiet_limit = top.latency + 32
@@ -369,5 +374,6 @@ class HostLink(wiring.Component):
                     m.next = "idle"
 
         outer = Module()
-        outer.submodules.link = ResetInserter(soft_rst)(m)
+        outer.d.sync += rst_all.eq(self.reset | soft_rst)
+        outer.submodules.link = ResetInserter(rst_all)(m)
         return outer
