@@ -55,13 +55,19 @@ class BoardTop(Elaboratable):
 
         m.submodules.link = link = self.link
         uart_name, uart_number = platform.cepc_uart
-        uart = platform.request(uart_name, uart_number)
-        m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx), link.reset.eq(power_on)]
+        uart = platform.request(uart_name, uart_number, dir="-")
+        m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [link.rx.eq(rx.i), tx.o.eq(link.tx), link.reset.eq(power_on)]
 
         # LEDs: heartbeat (about 1.5 Hz), UART activity (stretched to ~50 ms), sticky error
         leds = []
-        for resource in platform.cepc_leds:
-            leds.append(platform.request(*resource).o if resource else None)
+        for i, resource in enumerate(platform.cepc_leds):
+            if resource is None:
+                leds.append(None)
+                continue
+            m.submodules[f"led{i}"] = buf = io.Buffer("o", platform.request(*resource, dir="-"))
+            leds.append(buf.o)
         beat = Signal(max(1, int(self.pll.output_hz).bit_length() - 1))
         m.d.sync += beat.eq(beat + 1)
         glow = Signal(range(int(self.pll.output_hz / 20) + 1))

@@ -196,7 +196,10 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         pll = (ecp5_pll if fam == "ecp5" else ice40_pll)(osc, freq * 1e6)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if abs(pll.output_hz - freq * 1e6) > 0.005 * freq * 1e6:
+    if abs(pll.output_hz - freq * 1e6) > 0.02 * freq * 1e6:
+        raise UsageError(f"the PLL cannot make {freq:g} MHz from the board's {osc / 1e6:g} MHz; the nearest is "
+                         f"{pll.output_hz / 1e6:g} MHz")
+    if abs(pll.output_hz - freq * 1e6) > 0.001 * freq * 1e6:
         progress(f"note: the PLL makes {pll.output_hz / 1e6:g} MHz, the nearest it can to {freq:g} MHz")
     try:
         design = lower(checked, opts.max_length)
