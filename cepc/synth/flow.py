@@ -305,7 +305,7 @@ def check_timing(result: SynthResult) -> None:
     c = bad[0]
     path = next((p for p in result.report.critical_paths if p.clock == c.name), None)
     msg = (f"timing missed on {result.report.device}: clock {c.name!r} reaches {c.achieved_mhz:.1f} MHz, "
-           f"the target is {c.target_mhz:g} MHz ({c.achieved_mhz / c.target_mhz - 1:+.0%})")
+           f"the target is {c.target_mhz:.1f} MHz ({c.achieved_mhz / c.target_mhz - 1:+.0%})")
     if path:
         msg += f"; critical path {path.summary()}"
     msg += "; lower --freq (the bitstream was not written; --allow-timing-fail writes it anyway)"
