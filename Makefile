@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo sim lint clean bench-foundation bench-hardware bench-verification bench-finance
+.PHONY: setup test test-quick demo sim synth lint clean bench-foundation bench-hardware bench-verification bench-finance bench-synth
 
 setup: $(STAMP)
 
@@ -69,6 +69,12 @@ demo: setup
 sim: setup
 	$(PY) -m pytest -q tests/test_sim_verilator.py tests/test_golden_spark.py tests/test_hw_top.py
 
+# The marathon example on an ECP5 (ULX3S-85F) and an iCE40 (iCEBreaker) board: bitstreams and
+# reports in build/synth/BOARD/ (Yosys and nextpnr from PyPI; a few minutes each on one core).
+synth: setup
+	$(CEPC) synth $(DEMO_Q) --board ulx3s-85f --report build/synth/ulx3s-85f.json
+	$(CEPC) synth $(DEMO_Q) --board icebreaker --report build/synth/icebreaker.json
+
 clean:
 	rm -rf $(DEMO_DIR) build sim_build .pytest_cache
 
@@ -84,3 +90,7 @@ bench-verification: setup
 # Hirzel's finance benchmarks: selectivity, golden on Spark, reference vs lock-step engine (1M events each)
 bench-finance: setup
 	$(PY) bench/finance.py $(ARGS)
+
+# Every example on both boards: LUT/FF/BRAM, Fmax, targets (exit 1 if one is missed), tuples/s.
+bench-synth: setup
+	$(PY) bench/synth.py $(ARGS)

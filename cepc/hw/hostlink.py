@@ -191,19 +191,26 @@ class HostLink(wiring.Component):
                         m.d.sync += [nak_pending.eq(1), nak_sent.eq(1), ack_pending.eq(1)]
 
         # --- drain: committed bytes into the design, one packet per frame --------------------------------
+        # Two stages: the block RAM's output (held while the read port is not enabled), then a
+        # register, so the RAM's slow clock-to-out (5.8 ns on ECP5) ends in a flip-flop.
+        m_valid = Signal()  # rd.data holds a byte
         o_valid = Signal()
-        advance = Signal()
+        o_data = Signal(9)
+        advance = Signal()  # read the next byte
+        move = Signal()  # rd.data → o_data
         drain_last = Signal()
         m.d.comb += [
-            advance.eq((rptr != commit) & (~o_valid | top.s_tready)),
+            move.eq(m_valid & (~o_valid | top.s_tready)),
+            advance.eq((rptr != commit) & (~m_valid | move)),
             rd.addr.eq(rptr[:k]), rd.en.eq(advance),
-            top.s_tdata.eq(rd.data[:8]), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(rd.data[8]),
-            drain_last.eq(o_valid & top.s_tready & rd.data[8]),
+            top.s_tdata.eq(o_data[:8]), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(o_data[8]),
+            drain_last.eq(o_valid & top.s_tready & o_data[8]),
         ]
         with m.If(advance):
-            m.d.sync += [rptr.eq(rptr + 1), o_valid.eq(1)]
-        with m.Elif(top.s_tready):
-            m.d.sync += o_valid.eq(0)
+            m.d.sync += rptr.eq(rptr + 1)
+        m.d.sync += [m_valid.eq(advance | (m_valid & ~move)), o_valid.eq(move | (o_valid & ~top.s_tready))]
+        with m.If(move):
+            m.d.sync += o_data.eq(rd.data)
         with m.If(drain_last):
             m.d.sync += [drained.eq(drained + 1), ack_pending.eq(1)]
         m.d.sync += queued.eq(queued + (end & accept) - drain_last)
@@ -211,7 +218,7 @@ class HostLink(wiring.Component):
         # idle: nothing in the buffer or the design for longer than its latency
         quiet_limit = top.latency + 32
         quiet = Signal(range(quiet_limit + 1))
-        busy = (rptr != commit) | o_valid | top.m_tvalid | top.spill_tvalid
+        busy = (rptr != commit) | m_valid | o_valid | top.m_tvalid | top.spill_tvalid
         with m.If(busy):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != quiet_limit):
