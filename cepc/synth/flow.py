@@ -249,6 +249,10 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
                "--pcf", f"{NAME}.pcf", "--asc", f"{NAME}.asc"]
     pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--seed", str(opts.seed),
             "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
+    # router2 routes the large ECP5 designs in a fraction of router1's time; on a nearly full
+    # iCE40 it can circle around the last overused wires, where router1 finishes
+    if fam == "ecp5":
+        pnr += ["--router", "router2"]
     report_path = out / "nextpnr-report.json"
     report_path.unlink(missing_ok=True)
 
