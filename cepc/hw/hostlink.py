@@ -162,32 +162,48 @@ class HostLink(wiring.Component):
                         m.d.comb += [wr.addr.eq(wptr[:k]), wr.data.eq(byte), wr.en.eq(1)]
                         m.d.sync += [wptr.eq(wptr + 1), recent.eq(Cat(recent[8:], byte))]
 
-        good = Signal()
-        m.d.comb += good.eq(~bad & (crc == 0) & (pos == 2) & (body >= P.CRC_BYTES))
-        accept = Signal()
-        m.d.comb += accept.eq(good & (ftype == P.TUPLES) & ~over & (fseq == expect) & (body > P.CRC_BYTES)
-                              & (queued != self.buffer_frames))
-        new_commit = Signal(k + 1)
-        m.d.comb += new_commit.eq(Mux(accept, wptr - P.CRC_BYTES, commit))
+        # The verdict on a frame takes two cycles (bytes come ten bit times apart, so nothing else
+        # changes meanwhile): at END the checks are registered, the cycle after they are acted on.
+        decide = Signal()  # the cycle after END
+        f_frame = Signal()  # not an empty frame
+        f_good = Signal()  # CRC right, long enough, no bad byte
+        f_take = Signal()  # a TUPLES frame to accept, if good
+        f_ahead = Signal()  # a TUPLES frame at or after the expected seq (not an old copy)
+        f_kind = Signal(8)
+        last_addr = Signal(k + 1)  # the frame's last payload byte
+        end_commit = Signal(k + 1)  # the commit pointer if it is accepted
+        m.d.sync += decide.eq(end)
         with m.If(end):
-            m.d.sync += [pos.eq(0), crc.eq(0xFFFF), body.eq(0), bad.eq(0), over.eq(0)]
-            with m.If((pos != 0) | bad):  # not an empty frame
-                m.d.sync += [wptr.eq(new_commit), commit.eq(new_commit)]
+            m.d.sync += [
+                pos.eq(0), crc.eq(0xFFFF), body.eq(0), bad.eq(0), over.eq(0),
+                f_frame.eq((pos != 0) | bad),
+                f_good.eq(~bad & (crc == 0) & (pos == 2) & (body >= P.CRC_BYTES)),
+                f_take.eq((ftype == P.TUPLES) & ~over & (fseq == expect) & (body > P.CRC_BYTES)
+                          & (queued != self.buffer_frames)),
+                f_ahead.eq((ftype == P.TUPLES) & ~(fseq - expect)[7]),
+                f_kind.eq(ftype),
+                last_addr.eq(wptr - 3), end_commit.eq(wptr - P.CRC_BYTES),
+            ]
+        accept = Signal()
+        m.d.comb += accept.eq(decide & f_frame & f_good & f_take)
+        with m.If(decide & f_frame):
+            with m.If(accept):
+                m.d.sync += [wptr.eq(end_commit), commit.eq(end_commit), expect.eq(expect + 1),
+                             rx_frames.eq(rx_frames + 1), ack_pending.eq(1), nak_sent.eq(0)]
                 # mark the frame's last payload byte (three bytes back) as its last
-                m.d.comb += [wr.addr.eq((wptr - 3)[:k]), wr.data.eq(Cat(recent[:8], 1)), wr.en.eq(accept)]
-                with m.If(accept):
-                    m.d.sync += [expect.eq(expect + 1), rx_frames.eq(rx_frames + 1), ack_pending.eq(1),
-                                 nak_sent.eq(0)]
-                with m.Elif(~good):
+                m.d.comb += [wr.addr.eq(last_addr[:k]), wr.data.eq(Cat(recent[:8], 1)), wr.en.eq(1)]
+            with m.Else():
+                m.d.sync += wptr.eq(commit)  # roll the frame back
+                with m.If(~f_good):
                     m.d.sync += [rx_crc_errors.eq(rx_crc_errors + 1), sticky_error.eq(1)]
-                with m.Elif(ftype == P.STATUS_REQUEST):
+                with m.Elif(f_kind == P.STATUS_REQUEST):
                     m.d.sync += status_pending.eq(1)
-                with m.Elif(ftype == P.RESET):
+                with m.Elif(f_kind == P.RESET):
                     m.d.sync += reset_pending.eq(1)
                 with m.Else():
                     m.d.sync += [rx_rejected.eq(rx_rejected + 1), sticky_error.eq(1)]
-                    # a TUPLES frame at or after the expected one (not an old copy): one NAK per gap
-                    with m.If((ftype == P.TUPLES) & ~(fseq - expect)[7] & ~nak_sent):
+                    # one NAK per gap
+                    with m.If(f_ahead & ~nak_sent):
                         m.d.sync += [nak_pending.eq(1), nak_sent.eq(1), ack_pending.eq(1)]
 
         # --- drain: committed bytes into the design, one packet per frame --------------------------------
@@ -213,7 +229,7 @@ class HostLink(wiring.Component):
             m.d.sync += o_data.eq(rd.data)
         with m.If(drain_last):
             m.d.sync += [drained.eq(drained + 1), ack_pending.eq(1)]
-        m.d.sync += queued.eq(queued + (end & accept) - drain_last)
+        m.d.sync += queued.eq(queued + accept - drain_last)
 
         # idle: nothing in the buffer or the design for longer than its latency
         quiet_limit = top.latency + 32
