@@ -106,6 +106,10 @@ class HostLink(wiring.Component):
         # each byte carries a ninth bit: the last byte of its frame (set when the frame is committed)
         m.submodules.buffer = mem = Memory(shape=9, depth=self.buffer_bytes, init=[])
         wr = mem.write_port()
+        # writes are registered on their way to the RAM (its enable and address pins are far)
+        w_en, w_addr, w_data = Signal(), Signal(k), Signal(9)
+        m.d.comb += [wr.en.eq(w_en), wr.addr.eq(w_addr), wr.data.eq(w_data)]
+        m.d.sync += w_en.eq(0)
         rd = mem.read_port()
         wptr = Signal(k + 1)
         commit = Signal(k + 1)
@@ -159,7 +163,7 @@ class HostLink(wiring.Component):
                     with m.If(full | over):
                         m.d.sync += over.eq(1)
                     with m.Else():
-                        m.d.comb += [wr.addr.eq(wptr[:k]), wr.data.eq(byte), wr.en.eq(1)]
+                        m.d.sync += [w_addr.eq(wptr[:k]), w_data.eq(byte), w_en.eq(1)]
                         m.d.sync += [wptr.eq(wptr + 1), recent.eq(Cat(recent[8:], byte))]
 
         # The verdict on a frame takes two cycles (bytes come ten bit times apart, so nothing else
@@ -188,10 +192,10 @@ class HostLink(wiring.Component):
         m.d.comb += accept.eq(decide & f_frame & f_good & f_take)
         with m.If(decide & f_frame):
             with m.If(accept):
-                m.d.sync += [wptr.eq(end_commit), commit.eq(end_commit), expect.eq(expect + 1),
+                m.d.sync += [wptr.eq(end_commit), expect.eq(expect + 1),
                              rx_frames.eq(rx_frames + 1), ack_pending.eq(1), nak_sent.eq(0)]
                 # mark the frame's last payload byte (three bytes back) as its last
-                m.d.comb += [wr.addr.eq(last_addr[:k]), wr.data.eq(Cat(recent[:8], 1)), wr.en.eq(1)]
+                m.d.sync += [w_addr.eq(last_addr[:k]), w_data.eq(Cat(recent[:8], 1)), w_en.eq(1)]
             with m.Else():
                 m.d.sync += wptr.eq(commit)  # roll the frame back
                 with m.If(~f_good):
@@ -205,28 +209,35 @@ class HostLink(wiring.Component):
                     # one NAK per gap
                     with m.If(f_ahead & ~nak_sent):
                         m.d.sync += [nak_pending.eq(1), nak_sent.eq(1), ack_pending.eq(1)]
+        # the frame becomes readable once its last byte's mark is in the RAM
+        published = Signal()
+        m.d.sync += published.eq(accept)
+        with m.If(published):
+            m.d.sync += commit.eq(end_commit)
 
         # --- drain: committed bytes into the design, one packet per frame --------------------------------
-        # Two stages: the block RAM's output (held while the read port is not enabled), then a
-        # register, so the RAM's slow clock-to-out (5.8 ns on ECP5) ends in a flip-flop.
-        m_valid = Signal()  # rd.data holds a byte
+        # The read port reads `rptr` every cycle (no enable: its fan-out to the block RAMs would be
+        # a long path); a byte is issued by moving `rptr` on, and lands in `o_data` the cycle after,
+        # so the RAM's slow clock-to-out (5.8 ns on ECP5) ends in a flip-flop. One byte at a time:
+        # a byte every three cycles is still a hundred times what the UART brings.
+        inflight = Signal()  # rd.data is the byte issued last cycle
         o_valid = Signal()
         o_data = Signal(9)
-        advance = Signal()  # read the next byte
-        move = Signal()  # rd.data → o_data
+        issue = Signal()
         drain_last = Signal()
         m.d.comb += [
-            move.eq(m_valid & (~o_valid | top.s_tready)),
-            advance.eq((rptr != commit) & (~m_valid | move)),
-            rd.addr.eq(rptr[:k]), rd.en.eq(advance),
+            issue.eq((rptr != commit) & ~o_valid & ~inflight),
+            rd.addr.eq(rptr[:k]), rd.en.eq(1),
             top.s_tdata.eq(o_data[:8]), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(o_data[8]),
             drain_last.eq(o_valid & top.s_tready & o_data[8]),
         ]
-        with m.If(advance):
+        m.d.sync += inflight.eq(issue)
+        with m.If(issue):
             m.d.sync += rptr.eq(rptr + 1)
-        m.d.sync += [m_valid.eq(advance | (m_valid & ~move)), o_valid.eq(move | (o_valid & ~top.s_tready))]
-        with m.If(move):
-            m.d.sync += o_data.eq(rd.data)
+        with m.If(inflight):
+            m.d.sync += [o_data.eq(rd.data), o_valid.eq(1)]
+        with m.Elif(top.s_tready):
+            m.d.sync += o_valid.eq(0)
         with m.If(drain_last):
             m.d.sync += [drained.eq(drained + 1), ack_pending.eq(1)]
         m.d.sync += queued.eq(queued + accept - drain_last)
@@ -234,7 +245,7 @@ class HostLink(wiring.Component):
         # idle: nothing in the buffer or the design for longer than its latency
         quiet_limit = top.latency + 32
         quiet = Signal(range(quiet_limit + 1))
-        busy = (rptr != commit) | m_valid | o_valid | top.m_tvalid | top.spill_tvalid
+        busy = (rptr != commit) | inflight | o_valid | top.m_tvalid | top.spill_tvalid
         with m.If(busy):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != quiet_limit):
