@@ -307,6 +307,7 @@ class HostLink(wiring.Component):
         units = Signal(range(max(P.MAX_RECORDS_PER_FRAME, len(words)) + 1))  # units started
         kind = Signal(8)
         tx_seq = Signal(8)
+        staged = Signal(8)  # the payload byte to send next
         # the status word of the next unit, registered (a wide multiplexer)
         status_word = Signal(48)
         with m.Switch(units):
@@ -358,26 +359,35 @@ class HostLink(wiring.Component):
                 with m.If(load):
                     emit(tx_seq)
                     m.next = "payload"
-            with m.State("payload"):
+            with m.State("payload"):  # the next byte into a register first (a wide multiplexer)
+                with m.Switch(kind):
+                    with m.Case(P.MATCHES):
+                        m.d.sync += staged.eq(record_byte)
+                    with m.Case(P.SPILL):
+                        m.d.sync += staged.eq(spill_byte)
+                    with m.Default():  # STATUS, ACK
+                        m.d.sync += staged.eq(pay[:8])
+                m.next = "emit"
+            with m.State("emit"):
                 with m.If(load):
+                    emit(staged)
+                    m.next = "payload"
                     with m.Switch(kind):
                         with m.Case(P.MATCHES):
-                            emit(record_byte)
                             m.d.sync += record_sel.eq(record_sel.rotate_left(1))
                             with m.If(record_sel[-1]):
-                                m.d.comb += top.m_tready.eq(1)
-                                m.next = "next"
+                                m.next = "pop"
                         with m.Case(P.SPILL):
-                            emit(spill_byte)
                             m.d.sync += spill_sel.eq(spill_sel.rotate_left(1))
                             with m.If(spill_sel[-1]):
-                                m.d.comb += top.spill_tready.eq(1)
-                                m.next = "next"
+                                m.next = "pop"
                         with m.Default():  # STATUS, ACK
-                            emit(pay[:8])
                             m.d.sync += [pay.eq(pay >> 8), pay_left.eq(pay_left - 1)]
                             with m.If(pay_left == 1):
                                 m.next = "next"
+            with m.State("pop"):  # the record or tuple is sent: take it from the design
+                m.d.comb += [top.m_tready.eq(kind == P.MATCHES), top.spill_tready.eq(kind == P.SPILL)]
+                m.next = "next"
             with m.State("next"):  # another unit in this frame, or the CRC
                 m.next = "crc_hi"
                 with m.Switch(kind):
