@@ -259,7 +259,7 @@ class Top(wiring.Component):
             self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy), spill.r_en.eq(self.spill_tready),
         ]
         levels.append(spill.w_level)
-        with m.If(dropping):
+        with m.If(spill_valid):  # counted as it is written (a cycle after the decision: off its path)
             m.d.sync += self.dropped.eq(self.dropped + 1)
 
         # The pipeline advances while every FIFO has room. `en` is a register (it fans out to every
