@@ -18,6 +18,6 @@ class Colorlight5A75B(Colorlight_5A75B_R70Platform):
     cepc_freq_mhz = 150.0
     cepc_baud = 1_000_000
     cepc_partitions = 64
-    cepc_buffer_bytes = 8192
-    cepc_buffer_frames = 32
+    cepc_buffer_bytes = 2048  # one DP16KD, read through its output register
+    cepc_buffer_frames = 8
     cepc_leds = ()  # the only LED is the UART's tx pin

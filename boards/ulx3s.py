@@ -12,8 +12,8 @@ class _ULX3S:
     cepc_uart = ("uart", 0)
     cepc_freq_mhz = 150.0
     cepc_baud = 3_000_000  # the FT231X's maximum
-    cepc_buffer_bytes = 8192  # four DP16KD
-    cepc_buffer_frames = 32
+    cepc_buffer_bytes = 2048  # one DP16KD, read through its output register
+    cepc_buffer_frames = 8
     cepc_leds = (("led", 0), ("led", 1), ("led", 7))
 
 

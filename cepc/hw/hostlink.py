@@ -13,7 +13,7 @@ reset and pins; the cocotb bench of ``cepc run`` drives this component's
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, Value
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -23,6 +23,11 @@ from .top import Top
 from .uart import UartRx, UartTx
 
 LINK_COUNTER_WIDTH = 32
+
+
+def _dp16kd_ports(prefix: str, addr: Value, n: int = 14) -> dict:
+    # 2048 × 9: the word address sits in address bits 13..3
+    return {f"i_{prefix}{i}": (addr[i - 3] if i >= 3 else 0) for i in range(n)}
 
 
 def crc16_byte(crc: Value, byte: Value) -> Value:
@@ -104,13 +109,23 @@ class HostLink(wiring.Component):
 
         # --- receive buffer: write pointer, commit pointer, read pointer (k + 1 bits) ---------------
         # each byte carries a ninth bit: the last byte of its frame (set when the frame is committed)
-        m.submodules.buffer = mem = Memory(shape=9, depth=self.buffer_bytes, init=[])
-        wr = mem.write_port()
-        # writes are registered on their way to the RAM (its enable and address pins are far)
+        # Writes are registered on their way to the RAM (its pins are far). Reads take two cycles:
+        # the read itself, then a register — on ECP5 the block RAM's own output register (its
+        # clock-to-out without it, 5.8 ns, is most of a 150 MHz cycle), elsewhere a flip-flop.
         w_en, w_addr, w_data = Signal(), Signal(k), Signal(9)
-        m.d.comb += [wr.en.eq(w_en), wr.addr.eq(w_addr), wr.data.eq(w_data)]
         m.d.sync += w_en.eq(0)
-        rd = mem.read_port()
+        r_addr = Signal(k)
+        r_data = Signal(9)  # the byte at r_addr two cycles ago
+        if getattr(platform, "family", None) == "ecp5" and self.buffer_bytes == 2048:
+            dob = Signal(18)
+            m.submodules.buffer = self._dp16kd(w_en, w_addr, w_data, r_addr, dob)
+            m.d.comb += r_data.eq(dob[:9])
+        else:
+            m.submodules.buffer = mem = Memory(shape=9, depth=self.buffer_bytes, init=[])
+            wr = mem.write_port()
+            rd = mem.read_port()
+            m.d.comb += [wr.en.eq(w_en), wr.addr.eq(w_addr), wr.data.eq(w_data), rd.addr.eq(r_addr), rd.en.eq(1)]
+            m.d.sync += r_data.eq(rd.data)
         wptr = Signal(k + 1)
         commit = Signal(k + 1)
         rptr = Signal(k + 1)
@@ -217,25 +232,24 @@ class HostLink(wiring.Component):
 
         # --- drain: committed bytes into the design, one packet per frame --------------------------------
         # The read port reads `rptr` every cycle (no enable: its fan-out to the block RAMs would be
-        # a long path); a byte is issued by moving `rptr` on, and lands in `o_data` the cycle after,
-        # so the RAM's slow clock-to-out (5.8 ns on ECP5) ends in a flip-flop. One byte at a time:
-        # a byte every three cycles is still a hundred times what the UART brings.
-        inflight = Signal()  # rd.data is the byte issued last cycle
+        # a long path); a byte is issued by moving `rptr` on, and lands in `o_data` two cycles
+        # after. One byte at a time: a byte every four cycles is still far more than the UART brings.
+        inflight = Signal(2)  # a byte issued one / two cycles ago
         o_valid = Signal()
         o_data = Signal(9)
         issue = Signal()
         drain_last = Signal()
         m.d.comb += [
-            issue.eq((rptr != commit) & ~o_valid & ~inflight),
-            rd.addr.eq(rptr[:k]), rd.en.eq(1),
+            issue.eq((rptr != commit) & ~o_valid & ~inflight.any()),
+            r_addr.eq(rptr[:k]),
             top.s_tdata.eq(o_data[:8]), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(o_data[8]),
             drain_last.eq(o_valid & top.s_tready & o_data[8]),
         ]
-        m.d.sync += inflight.eq(issue)
+        m.d.sync += inflight.eq(Cat(issue, inflight[0]))
         with m.If(issue):
             m.d.sync += rptr.eq(rptr + 1)
-        with m.If(inflight):
-            m.d.sync += [o_data.eq(rd.data), o_valid.eq(1)]
+        with m.If(inflight[1]):
+            m.d.sync += [o_data.eq(r_data), o_valid.eq(1)]
         with m.Elif(top.s_tready):
             m.d.sync += o_valid.eq(0)
         with m.If(drain_last):
@@ -245,7 +259,7 @@ class HostLink(wiring.Component):
         # idle: nothing in the buffer or the design for longer than its latency
         quiet_limit = top.latency + 32
         quiet = Signal(range(quiet_limit + 1))
-        busy = (rptr != commit) | inflight | o_valid | top.m_tvalid | top.spill_tvalid
+        busy = (rptr != commit) | inflight.any() | o_valid | top.m_tvalid | top.spill_tvalid
         with m.If(busy):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != quiet_limit):
@@ -421,3 +435,25 @@ class HostLink(wiring.Component):
         outer.d.sync += rst_all.eq(self.reset | soft_rst)
         outer.submodules.link = ResetInserter(rst_all)(m)
         return outer
+
+    def _dp16kd(self, w_en, w_addr, w_data, r_addr, dob) -> Instance:
+        """The 2 KiB receive buffer as one ECP5 DP16KD (2048 × 9), port A writing, port B reading
+        through the block's output register (REGMODE OUTREG)."""
+        ports = {
+            **_dp16kd_ports("ADA", w_addr), **_dp16kd_ports("ADB", r_addr),
+            **{f"i_DIA{i}": (w_data[i] if i < 9 else 0) for i in range(18)},
+            **{f"i_DIB{i}": 0 for i in range(18)},
+            **{f"o_DOB{i}": dob[i] for i in range(18)},
+            **{f"o_DOA{i}": Signal(name=f"buffer_doa{i}") for i in range(18)},
+        }
+        m_inst = Instance(
+            "DP16KD",
+            p_DATA_WIDTH_A=9, p_DATA_WIDTH_B=9, p_REGMODE_A="NOREG", p_REGMODE_B="OUTREG",
+            p_RESETMODE="SYNC", p_ASYNC_RESET_RELEASE="SYNC", p_CSDECODE_A="0b000", p_CSDECODE_B="0b000",
+            p_WRITEMODE_A="NORMAL", p_WRITEMODE_B="NORMAL", p_GSR="AUTO",
+            i_CLKA=ClockSignal(), i_CLKB=ClockSignal(), i_WEA=w_en, i_WEB=0, i_CEA=1, i_CEB=1, i_OCEA=1,
+            i_OCEB=1, i_RSTA=0, i_RSTB=0, i_CSA0=0, i_CSA1=0, i_CSA2=0, i_CSB0=0, i_CSB1=0, i_CSB2=0,
+            **ports,
+        )
+        return m_inst
+
