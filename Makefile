@@ -17,7 +17,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo sim synth lint clean bench-foundation bench-hardware bench-verification bench-finance bench-synth
+.PHONY: setup test test-quick demo sim synth lint clean bench bench-foundation bench-hardware bench-verification \
+        bench-finance bench-synth bench-automata bench-throughput
 
 setup: $(STAMP)
 
@@ -37,7 +38,7 @@ test-quick: setup
 	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
 
 lint: setup
-	$(VENV)/bin/ruff check cepc tests
+	$(VENV)/bin/ruff check .
 
 DEMO_DIR := demo
 DEMO_Q   := examples/marathon/marathon.sql
@@ -57,10 +58,10 @@ demo: setup
 	@echo "== 4. golden result on Spark (embedded, local[*])"
 	$(CEPC) golden $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/golden.csv
 	@echo "== 5. compile to Verilog (+ cepc_top.json sidecar) and lint it with Verilator -Wall"
-	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.v --partitions 64 --bus-width 64
+	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.v --bus-width 64
 	$(VERILATOR) --lint-only -Wall $(DEMO_DIR)/cepc_top.v
 	@echo "== 6. simulate the design in Verilator (cocotb + cocotbext-axi, with backpressure) and compare"
-	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv --partitions 64 \
+	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv \
 		--backpressure 0.2 --stall 0.1 --compare $(DEMO_DIR)/golden.csv
 	@echo "== demo done: hardware and golden agree on $$(($$(wc -l < $(DEMO_DIR)/golden.csv) - 1)) matches; outputs in $(DEMO_DIR)/"
 
@@ -94,3 +95,29 @@ bench-finance: setup
 # Every example on both boards: LUT/FF/BRAM, Fmax, targets (exit 1 if one is missed), tuples/s.
 bench-synth: setup
 	$(PY) bench/synth.py $(ARGS)
+
+# matplotlib for the plots (the `bench` extra)
+BENCHES := foundation hardware verification finance automata synth partitioner throughput
+BENCH_STAMP := $(VENV)/.cepc-bench-installed
+
+# NFA vs DFA (state explosion), the shared predicate decoder, compile time: LUT/FF after synth_ecp5
+bench-automata: setup $(BENCH_STAMP)
+	$(PY) bench/automata.py $(ARGS)
+
+# Hardware tuples/s vs the papers and Ethernet, golden vs Hirzel, cepc vs Apache Flink MATCH_RECOGNIZE
+# (Flink in bench/.venv-flink, which the script creates with pip the first time)
+bench-throughput: setup $(BENCH_STAMP)
+	$(PY) bench/throughput.py $(ARGS)
+
+$(BENCH_STAMP): pyproject.toml | setup
+	$(PY) -m pip install --quiet -e '.[bench]'
+	touch $@
+
+# Every benchmark in bench/ (one absent on this branch is skipped); results in bench/results/,
+# how to read them in bench/README.md. Fails if any benchmark's check fails, after running all.
+bench: setup $(BENCH_STAMP)
+	@fail=""; for b in $(BENCHES); do \
+	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(PY) bench/$$b.py || fail="$$fail $$b"; \
+	  else echo "== bench/$$b.py is not on this branch: skipped"; fi; \
+	done; \
+	if [ -n "$$fail" ]; then echo "benchmarks whose checks failed:$$fail" >&2; exit 1; fi

@@ -117,6 +117,7 @@ def cmd_compile(args) -> int:
     from .emit import verilog
     from .hw import sizing
     from .hw.top import Top, check_options
+    from .nfa import powerset
     from .nfa.lower import lower
 
     hdl = args.hdl or {".v": "verilog", ".il": "rtlil", ".rtlil": "rtlil", ".vhd": "vhdl",
@@ -134,15 +135,26 @@ def cmd_compile(args) -> int:
     checked = _load(args.query)
     try:
         design = lower(checked, args.max_match_length)
+        if args.automaton == "dfa":
+            design = powerset.design_dfa(design, args.dfa_encoding)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if args.no_decoder and args.automaton == "dfa":
+        raise UsageError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
     device = sizing.DEVICES[args.device]
     choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
     print(sizing.describe(choice, device, design), file=sys.stderr)
     top = Top(design, bus_width=args.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
-              evict_after=args.evict_after, ways=choice.ways)
+              evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder)
     options = {"bus_width": args.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
-               "device": args.device}
+               "device": args.device, "automaton": args.automaton}
+    if args.automaton == "dfa":
+        options["dfa_encoding"] = args.dfa_encoding
+        for q in design.queries:
+            print(f"query {q.name}: DFA of {q.dfa.n_states} states ({q.nfa.n_states} NFA states), "
+                  f"{q.dfa.encoding} in {q.dfa.width} bits", file=sys.stderr)
+    if args.no_decoder:
+        options["decoder"] = False
     if args.evict_after:
         options["evict_after"] = args.evict_after
     if args.max_match_length:
@@ -298,6 +310,19 @@ def _partition_options(c) -> None:
                    help=f"target device, for sizing the partition tables (default: {DEFAULT_DEVICE})")
 
 
+def _automaton_options(c) -> None:
+    c.add_argument("--automaton", choices=["nfa", "dfa"], default="nfa",
+                   help="nfa: the wiring NFA, one flip-flop per predicate occurrence (Woods et al. §4.5); dfa: its "
+                        "powerset construction, for comparison (state explosion, §4.2; no aggregates, MEASURES or "
+                        "WITHIN) (default: nfa)")
+    c.add_argument("--dfa-encoding", choices=["onehot", "binary"], default="onehot",
+                   help="state encoding of --automaton dfa: one flip-flop per DFA state, or a binary state number "
+                        "(default: onehot)")
+    c.add_argument("--no-decoder", action="store_true",
+                   help="evaluate each NFA state's predicate on its own instead of in the shared predicate decoder "
+                        "(Woods et al. Fig. 12; for comparison)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cepc", description="Compile complex-event-processing pattern queries "
                                 "into FPGA hardware.")
@@ -336,6 +361,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="longest match a query with aggregates, MEASURES or WITHIN tracks when its pattern is "
                         "unbounded: sizes COUNT and SUM registers; longer partial matches are dropped and counted "
                         f"in `overflow` (default: {DEFAULT_MAX_LENGTH})")
+    _automaton_options(c)
     c.add_argument("--top", metavar="NAME", default="cepc_top", help="name of the top module (default: cepc_top)")
     c.set_defaults(func=cmd_compile)
 
@@ -361,6 +387,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L",
                    help=f"as for compile (default: {DEFAULT_MAX_LENGTH})")
+    _automaton_options(c)
     c.add_argument("--packet-tuples", type=int, metavar="T", default=64,
                    help="tuples per AXI-Stream packet (default: 64)")
     c.add_argument("--stall", type=float, metavar="P", default=0.0,

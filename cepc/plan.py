@@ -219,6 +219,47 @@ class NfaPlan:
 
 
 @dataclass(frozen=True)
+class DfaPlan:
+    """The NFA determinised by the powerset construction (``cepc compile --automaton dfa``).
+
+    DFA state d stands for the set ``sets[d]`` of NFA states (a bit set); state 0 is the empty set, a
+    fresh partition, and is encoded as all zeros. From state d, a tuple whose predicates
+    ``inputs[d][j]`` hold exactly for the bits j of ``c`` leads to ``table[d][c]``; ``reports[d][c]``
+    if that tuple completes a match (with SKIP PAST LAST ROW the target is then state 0). The
+    transitions read only the predicates of the NFA states d can reach, so ``table[d]`` has
+    ``2 ** len(inputs[d])`` entries.
+    """
+
+    sets: tuple[int, ...]
+    inputs: tuple[tuple[int, ...], ...]
+    table: tuple[tuple[int, ...], ...]
+    reports: tuple[tuple[bool, ...], ...]
+    encoding: str = "onehot"  # onehot: one flip-flop per non-empty state; binary: ceil(log2 states) flip-flops
+
+    @property
+    def n_states(self) -> int:
+        return len(self.sets)
+
+    @property
+    def width(self) -> int:
+        """Bits of the encoded state."""
+        if self.encoding == "onehot":
+            return max(1, self.n_states - 1)
+        return max(1, (self.n_states - 1).bit_length())
+
+    def code(self, d: int) -> int:
+        """The encoding of DFA state d: 0 for the empty set, else one bit (onehot) or d (binary)."""
+        if self.encoding == "onehot":
+            return 0 if d == 0 else 1 << (d - 1)
+        return d
+
+    def step(self, d: int, preds: int) -> tuple[int, bool]:
+        """Software model of one clock on state ids: predicate bit set in, next state and match out."""
+        c = sum(1 << j for j, i in enumerate(self.inputs[d]) if preds >> i & 1)
+        return self.table[d][c], self.reports[d][c]
+
+
+@dataclass(frozen=True)
 class QueryPlan:
     name: str
     index: int
@@ -237,11 +278,24 @@ class QueryPlan:
     start_time_register: int | None = None  # FIRST(time field), for WITHIN
     max_length: int | None = None  # longest partial match the count register holds
     bounded: bool = True  # the pattern itself keeps every match within max_length
+    dfa: DfaPlan | None = None  # --automaton dfa: the hardware holds this DFA's encoded state, not the NFA's vector
 
     @property
     def tracks_matches(self) -> bool:
         """True if each NFA state carries a partial match (registers), not just an active bit."""
         return bool(self.registers)
+
+    @property
+    def state_width(self) -> int:
+        """Bits of partition state: the NFA vector with its registers, or the encoded DFA state."""
+        if self.dfa is not None:
+            return self.dfa.width
+        return self.payload_width
+
+    @property
+    def vector_width(self) -> int:
+        """The low bits of the partition state that are all zero exactly for a fresh partition."""
+        return self.dfa.width if self.dfa is not None else self.nfa.n_states
 
     @property
     def register_width(self) -> int:

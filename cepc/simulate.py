@@ -9,6 +9,8 @@ and decoding the records happens here, through the same
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -43,6 +45,9 @@ class SimOptions:
     seed: int = 0
     waves: Path | None = None
     simulator: str = "verilator"
+    automaton: str = "nfa"  # or dfa (--automaton)
+    dfa_encoding: str = "onehot"
+    decoder: bool = True  # False: --no-decoder
     build_root: Path = field(default_factory=lambda: Path("build") / "sim")
 
 
@@ -60,23 +65,43 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h = hashlib.sha256()
     h.update(checked.source.text.encode())
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
-                         opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator]).encode())
+                         opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
+                         opts.automaton, opts.dfa_encoding, opts.decoder]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
+    h.update(_compiler_digest())
     return h.hexdigest()[:16]
+
+
+@functools.cache
+def _compiler_digest() -> bytes:
+    """The compiler's own sources (and templates): a change to them is a new design, not a cached one."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".lark", ".j2") and p.is_file()):
+        h.update(str(path.relative_to(package)).encode())
+        h.update(path.read_bytes())
+    return h.digest()
 
 
 def _compile(checked: Checked, opts: SimOptions, work: Path):
     from .emit import verilog
     from .hw import sizing
     from .hw.top import Top
+    from .nfa import powerset
     from .nfa.lower import lower
 
     design = lower(checked, opts.max_length)
+    if opts.automaton == "dfa":
+        try:
+            design = powerset.design_dfa(design, opts.dfa_encoding)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
                            evict=bool(opts.evict_after))
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
-              evict_after=opts.evict_after, ways=choice.ways)
-    options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner}
+              evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder)
+    options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
+               "automaton": opts.automaton}
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
     if opts.max_length:
@@ -95,6 +120,14 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions) -> SimResu
         raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
     work = (opts.build_root / _design_hash(checked, opts)).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    # one run at a time per build directory: a second `cepc sim` of the same design (another
+    # shell, a parallel test) waits for the first rather than rebuild or overwrite its files
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _simulate(checked, frame, opts, work)
+
+
+def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Path) -> SimResult:
     t0 = time.perf_counter()
     design, latency = _compile(checked, opts, work)
 
@@ -223,7 +256,10 @@ def main_sim(args) -> int:
     opts = SimOptions(bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner,
                       device=args.device, evict_after=args.evict_after,
                       max_length=args.max_match_length, packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
-                      seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator)
+                      seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator,
+                      automaton=args.automaton, dfa_encoding=args.dfa_encoding, decoder=not args.no_decoder)
+    if args.no_decoder and args.automaton == "dfa":
+        raise UsageError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
     result = simulate(checked, frame, opts)
     keys, measures = events.match_columns(checked)
     events.write_matches(args.output, checked, result.rows)

@@ -16,6 +16,7 @@ from amaranth.sim import Simulator
 
 from cepc.hw.top import Top
 from cepc.lang.check import Checked
+from cepc.nfa import powerset
 from cepc.nfa.lower import lower
 from cepc.plan import DesignPlan
 from cepc.simulate import decode_record, record_rows
@@ -44,8 +45,10 @@ class SimResult:
 
 def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, bus_width: int = 32,
              partitions: int = 8, stall: float = 0.0, backpressure: float = 0.0, seed: int = 0,
-             idle: int | None = None, evict_after: int | None = None, partitioner: str = "pipeline") -> SimResult:
-    top = Top(design, bus_width=bus_width, partitions=partitions, evict_after=evict_after, partitioner=partitioner)
+             idle: int | None = None, evict_after: int | None = None, partitioner: str = "pipeline",
+             decoder: bool = True) -> SimResult:
+    top = Top(design, bus_width=bus_width, partitions=partitions, evict_after=evict_after, partitioner=partitioner,
+              decoder=decoder)
     rng = random.Random(seed)
     result = SimResult()
     done = [False]  # the source has sent everything; the sink then waits `idle` quiet cycles
@@ -103,9 +106,14 @@ def hw_rows(design: DesignPlan, result: SimResult, checked: Checked) -> list[lis
     return record_rows(checked, design, result.records)
 
 
-def run_and_compare(checked: Checked, frame: pd.DataFrame, max_length: int | None = None, **kw) -> SimResult:
-    """Simulate ``frame`` through the design of ``checked`` and assert the records equal the reference."""
+def run_and_compare(checked: Checked, frame: pd.DataFrame, max_length: int | None = None,
+                    dfa_encoding: str | None = None, **kw) -> SimResult:
+    """Simulate ``frame`` through the design of ``checked`` and assert the records equal the reference.
+
+    ``dfa_encoding`` (onehot or binary): build every query as its DFA (``--automaton dfa``)."""
     design = lower(checked, max_length)
+    if dfa_encoding is not None:
+        design = powerset.design_dfa(design, dfa_encoding)
     data = b"".join(design.tuple.to_bytes(row) for row in frame.to_dict("records"))
     packet_tuples = kw.pop("packet_tuples", None)
     width = kw.get("bus_width", 32)

@@ -25,6 +25,9 @@ def header(design: DesignPlan, top: Top, options: str, comment: str = "//") -> s
         after = "SKIP PAST LAST ROW" if q.skip else "CONTINUE"
         lines.append(f"Query {q.index} {q.name}: {key}AFTER MATCH {after}; PATTERN ( {q.pattern} )")
         lines.append(f"  {q.nfa.n_states} NFA states: {' '.join(q.nfa.labels)}")
+        if q.dfa is not None:
+            lines.append(f"  As a DFA (powerset construction): {q.dfa.n_states} states, {q.dfa.encoding} encoding "
+                         f"in {q.dfa.width} bits")
         if q.registers:
             regs = ", ".join(f"{r.name} ({r.width} bits)" for r in q.registers)
             lines.append(f"  Partial-match registers per state: {regs}; matches up to {q.max_length} tuples")
@@ -56,6 +59,8 @@ def sidecar(design: DesignPlan, top: Top, options: dict) -> dict:
         queries.append({"id": q.index, "name": q.name, "pattern": q.pattern, "key": keys, "measures": measures,
                         "after_match": "skip past last row" if q.skip else "continue",
                         "states": list(q.nfa.labels),
+                        **({"dfa": {"states": q.dfa.n_states, "encoding": q.dfa.encoding, "width": q.dfa.width}}
+                           if q.dfa is not None else {}),
                         "registers": [{"name": r.name, "width": r.width, "signed": r.signed} for r in q.registers],
                         **({"within": q.within, "time_field": q.time_field} if q.within is not None else {}),
                         **({"max_match_length": q.max_length} if q.registers else {})})

@@ -6,29 +6,54 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..plan import NfaPlan, QueryPlan
+from ..plan import NfaPlan, PredicatePlan, QueryPlan
 from .expr import ExprBuilder
+
+
+class OwnPredicate(wiring.Component):
+    """One predicate evaluated for one NFA state (``--no-decoder``). Combinational."""
+
+    def __init__(self, layout: data.StructLayout, predicate: PredicatePlan):
+        self._predicate = predicate
+        super().__init__({"tuple": In(layout), "holds": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        build = ExprBuilder(lambda name: Value.cast(getattr(self.tuple, name)))
+        m.d.comb += self.holds.eq(build.truth(self._predicate.expr))
+        return m
 
 
 class NfaCore(wiring.Component):
     """Next-state logic of one query's NFA.
 
     State s turns on when its predicate bit holds and it is start-activated or
-    any of its predecessors is on (Woods et al. Fig. 4). Combinational: ``next``
+    any of its predecessors is on (Woods et al. Fig. 4). Predicate bits come from the shared decoder
+    (``preds``), or, given ``predicates`` (``--no-decoder``), each state evaluates its own predicate
+    on ``tuple``. Combinational: ``next``
     and ``match`` follow ``state`` and ``preds`` in the same cycle, so a
     partitioner can keep one state vector per key and feed it through. With
     ``skip`` (AFTER MATCH SKIP PAST LAST ROW) a match clears ``next``.
     """
 
-    def __init__(self, nfa: NfaPlan, n_preds: int, skip: bool):
+    def __init__(self, nfa: NfaPlan, n_preds: int, skip: bool, *,
+                 predicates: tuple[PredicatePlan, ...] | None = None, tuple_layout: data.StructLayout | None = None):
         if nfa.n_states == 0:
             raise ValueError("an NFA needs at least one state")
         self._nfa = nfa
         self._skip = skip
-        super().__init__({
+        self._predicates = predicates
+        ports = {
             "state": In(nfa.n_states), "preds": In(max(1, n_preds)),
             "next": Out(nfa.n_states), "match": Out(1),
-        })
+        }
+        if predicates is not None:  # --no-decoder: each state evaluates its own predicate on the tuple
+            if tuple_layout is None:
+                raise ValueError("per-transition predicates need the tuple layout")
+            if any(p.aggregate for p in predicates):
+                raise ValueError("per-transition predicates do not read partial matches")
+            ports["tuple"] = In(tuple_layout)
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -39,6 +64,13 @@ class NfaCore(wiring.Component):
             for p in nfa.predecessors[s]:
                 active = active | self.state[p]
             gate = self.preds[nfa.pred[s]] if nfa.pred[s] is not None else 1
+            if self._predicates is not None and nfa.pred[s] is not None:
+                # a comparator of its own per state (Woods et al. Fig. 12 without the decoder), in a
+                # module of its own so that synthesis can keep it apart (keep_hierarchy)
+                own = OwnPredicate(self.tuple.shape(), self._predicates[nfa.pred[s]])
+                m.submodules[f"{nfa.labels[s]}_pred".replace(".", "_")] = own
+                m.d.comb += own.tuple.eq(self.tuple)
+                gate = own.holds
             raw[s] = active & gate if not isinstance(active, int) else (gate if active else 0)
         accepting = [raw[s] for s in range(nfa.n_states) if nfa.accept[s]]
         match = 0
@@ -192,7 +224,10 @@ class PartialMatchCore(wiring.Component):
                 chosen = pick(wins, [old[p][r] for p in sources], reg.width)
                 base = chosen.as_signed() if reg.signed else chosen
                 value = Signal(Shape(reg.width, reg.signed), name=f"{nfa.labels[s]}_{reg.name}".replace(".", "_"))
-                m.d.comb += value.eq(Mux(fresh_wins, updated(r, None), updated(r, base)))
+                if sources:
+                    m.d.comb += value.eq(Mux(fresh_wins, updated(r, None), updated(r, base)))
+                else:  # only ever fresh (no edge into it): nothing to extend
+                    m.d.comb += value.eq(updated(r, None))
                 regs_s.append(value)
             new.append(regs_s)
 
@@ -218,4 +253,74 @@ class PartialMatchCore(wiring.Component):
         for s in range(n):
             m.d.comb += self.next[n + s * per_state:n + (s + 1) * per_state].eq(
                 Cat(*(v.as_unsigned() for v in new[s])))
+        return m
+
+
+class DfaCore(wiring.Component):
+    """Next-state logic of one query's DFA (``--automaton dfa``), interchangeable with :class:`NfaCore`.
+
+    ``state`` and ``next`` hold the encoded DFA state (:class:`~cepc.plan.DfaPlan`): all zeros is
+    the empty set, a fresh partition, as for the NFA's vector. One-hot: state d ≥ 1 is bit d − 1,
+    and each bit turns on when an active state's transition into it is taken (Woods et al. Fig. 3,
+    right). Binary: a case over the state code, then over the predicates that state reads; an
+    unused code goes to the empty state. Combinational: ``next`` and ``match`` follow ``state`` and
+    ``preds`` in the same cycle.
+    """
+
+    def __init__(self, query: QueryPlan, n_preds: int):
+        if query.dfa is None:
+            raise ValueError(f"query {query.name} has no DFA; use NfaCore")
+        self._dfa = query.dfa
+        super().__init__({
+            "state": In(query.dfa.width), "preds": In(max(1, n_preds)),
+            "next": Out(query.dfa.width), "match": Out(1),
+        })
+
+    def _combo(self, d: int, c: int) -> Value:
+        """True when the predicates state d reads hold exactly as the bits of c say."""
+        ins = self._dfa.inputs[d]
+        if not ins:
+            return Const(1)
+        return Cat(*(self.preds[i] for i in ins)) == c
+
+    def elaborate(self, platform):
+        m = Module()
+        dfa = self._dfa
+        if dfa.encoding == "binary":
+            with m.Switch(self.state):
+                for d in range(dfa.n_states):
+                    with m.Case(d):
+                        ins = dfa.inputs[d]
+                        if not ins:
+                            m.d.comb += [self.next.eq(dfa.code(dfa.table[d][0])), self.match.eq(dfa.reports[d][0])]
+                            continue
+                        with m.Switch(Cat(*(self.preds[i] for i in ins))):
+                            for c, t in enumerate(dfa.table[d]):
+                                with m.Case(c):
+                                    m.d.comb += [self.next.eq(dfa.code(t)), self.match.eq(dfa.reports[d][c])]
+            return m
+        # one-hot: on[d] is "the current state is d"; state 0 (the empty set) is all zeros
+        on = [~self.state.any()] + [self.state[d - 1] for d in range(1, dfa.n_states)]
+        into: list[list[Value]] = [[] for _ in range(dfa.n_states)]
+        match: list[Value] = []
+        for d in range(dfa.n_states):
+            # group the combinations by target: one term per (state, target) pair
+            by_target: dict[int, list[int]] = {}
+            for c, t in enumerate(dfa.table[d]):
+                by_target.setdefault(t, []).append(c)
+            for t, combos in by_target.items():
+                if t == 0:
+                    continue
+                if len(combos) == len(dfa.table[d]):
+                    into[t].append(on[d])
+                else:
+                    into[t].append(on[d] & Cat(*(self._combo(d, c) for c in combos)).any())
+            hits = [c for c, r in enumerate(dfa.reports[d]) if r]
+            if len(hits) == len(dfa.reports[d]):
+                match.append(on[d])
+            elif hits:
+                match.append(on[d] & Cat(*(self._combo(d, c) for c in hits)).any())
+        for t in range(1, dfa.n_states):
+            m.d.comb += self.next[t - 1].eq(Cat(*into[t]).any() if into[t] else 0)
+        m.d.comb += self.match.eq(Cat(*match).any() if match else 0)
         return m

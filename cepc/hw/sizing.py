@@ -24,7 +24,7 @@ PIPELINE_DEFAULT = 16  # the pipeline partitioner's default length
 
 
 def entry_bits(design: DesignPlan, q: QueryPlan, direct: bool, within: bool, evict: bool) -> int:
-    state = q.payload_width if q.tracks_matches else q.nfa.n_states
+    state = q.state_width
     time = design.tuple.field(q.time_field).width + 1 if within and q.within is not None else 0
     return state + (0 if direct else key_width(design.tuple, q)) + time + (STAMP_BITS if evict else 0)
 

@@ -36,7 +36,7 @@ from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, padded, record_layout, tuple_layout
-from .nfa_core import NfaCore, PartialMatchCore
+from .nfa_core import DfaCore, NfaCore, PartialMatchCore
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
 
@@ -87,8 +87,14 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline") 
 
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
-                 partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None):
+                 partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
+                 decoder: bool = True):
         check_options(bus_width, partitions, partitioner, evict_after)
+        if not decoder and any(q.dfa is not None for q in design.queries):
+            raise ValueError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
+        # False (--no-decoder): the NFA cores of queries without partial-match registers evaluate each
+        # state's predicate themselves (Woods et al. Fig. 12); the others still use the decoder
+        self.decoder = decoder
         self.evict_after = evict_after
         self.partitioner = partitioner
         self.ways = ways  # of a hashed table (default: TablePartitioner's)
@@ -150,7 +156,8 @@ class Top(wiring.Component):
                 m.d.sync += [seq.eq(seq + 1), self.tuples_in.eq(self.tuples_in + 1)]
 
         # --- stage 3: predicate vector ---------------------------------------------------------
-        predicates = [p for q in design.queries for p in q.predicates]
+        decoded = [self.decoder or q.tracks_matches for q in design.queries]
+        predicates = [p for q, d in zip(design.queries, decoded) if d for p in q.predicates]
         m.submodules.decoder = decoder = PredicateDecoder(self.tuple_layout, predicates)
         m.d.comb += decoder.tuple.eq(a_tuple)
         b_valid = Signal()
@@ -179,16 +186,20 @@ class Top(wiring.Component):
         outputs = []
         overflows = []
         pred_base = 0
-        for q in design.queries:
+        for q, uses_decoder in zip(design.queries, decoded):
             n_preds = len(q.predicates)
-            n_states = q.nfa.n_states
+            n_states = q.vector_width  # the bits that are zero for a fresh partition
+            width = q.state_width
             if q.tracks_matches:
                 core = PartialMatchCore(q, self.tuple_layout)
                 m.d.comb += core.tuple.eq(t_tuple)
-                width = q.payload_width
-            else:
+            elif q.dfa is not None:
+                core = DfaCore(q, n_preds)
+            elif uses_decoder:
                 core = NfaCore(q.nfa, n_preds, q.skip)
-                width = n_states
+            else:
+                core = NfaCore(q.nfa, n_preds, q.skip, predicates=q.predicates, tuple_layout=self.tuple_layout)
+                m.d.comb += core.tuple.eq(t_tuple)
             if q.key_fields:
                 kw = key_width(tup, q)
                 expiry = None
@@ -218,12 +229,10 @@ class Top(wiring.Component):
             m.d.comb += [part.en.eq(en), part.inject.eq(b_valid), part.key.eq(key)]
             slots.append(part.slot)
             evictions.append(part.evicted)
-            m.d.comb += [
-                core.state.eq(part.out_state),
-                core.preds.eq(t_preds[pred_base:pred_base + max(n_preds, 1)] if n_preds else 0),
-                part.next_state.eq(core.next),
-            ]
-            pred_base += n_preds
+            m.d.comb += [core.state.eq(part.out_state), part.next_state.eq(core.next)]
+            if uses_decoder:
+                m.d.comb += core.preds.eq(t_preds[pred_base:pred_base + max(n_preds, 1)] if n_preds else 0)
+                pred_base += n_preds
             drop = Signal(name=f"{q.name}_drop")
             m.d.comb += drop.eq(part.out_valid & ~part.out_hit & ~part.out_free & core.next[:n_states].any())
             drops.append(drop)
