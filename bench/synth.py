@@ -28,7 +28,8 @@ from cepc.lang.parse import parse_file  # noqa: E402
 from cepc.synth import flow  # noqa: E402
 
 EXAMPLES = {"marathon": "examples/marathon/marathon.sql", "network": "examples/network/network.sql",
-            "mshape": "examples/mshape/mshape.sql"}
+            "mshape": "examples/mshape/mshape.sql", "finance0": "examples/finance/finance0/finance0.sql",
+            "finance2": "examples/finance/finance2/finance2.sql", "finance5": "examples/finance/finance5/finance5.sql"}
 TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the targets (the board clock may be higher)
 
 

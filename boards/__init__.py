@@ -11,8 +11,11 @@ differs; for cepc that is the ``cepc_*`` attributes:
   timing target);
 * ``cepc_baud``: the default baud rate of the host link (what the board's
   USB-UART allows);
-* ``cepc_partitions``: the default ``--partitions`` (concurrent partitions
-  per query), sized so the examples fit the device with room to spare;
+* ``cepc_device``: the device as ``cepc compile --device`` names it; the
+  table partitioner is sized for its block RAM (``--partitioner auto``);
+* ``cepc_partitions``: the default ``--partitions`` of the pipeline
+  partitioner (``--partitioner pipeline``), sized so the examples fit the
+  device with room to spare;
 * ``cepc_buffer_bytes``, ``cepc_buffer_frames``: the receive buffer of the host link (block RAM)
   and how many frames may wait in it;
 * ``cepc_leds``: LEDs for heartbeat, UART activity and error (or None).

@@ -14,6 +14,7 @@ from amaranth_boards.colorlight_5a75b_r7_0 import Colorlight_5A75B_R70Platform
 
 class Colorlight5A75B(Colorlight_5A75B_R70Platform):
     cepc_name = "colorlight-5a-75b"
+    cepc_device = "ecp5-25f"
     cepc_uart = ("uart", 0)
     cepc_freq_mhz = 150.0
     cepc_baud = 1_000_000

@@ -12,6 +12,7 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 class ICEBreaker(ICEBreakerPlatform):
     cepc_name = "icebreaker"
+    cepc_device = "ice40up5k"
     cepc_uart = ("uart", 0)
     # 12 MHz · 68 / 16: a PLL output that 3 Mbaud divides exactly (17 cycles per bit)
     cepc_freq_mhz = 51.0

@@ -19,19 +19,23 @@ class _ULX3S:
 
 class ULX3S85F(_ULX3S, ULX3S_85F_Platform):
     cepc_name = "ulx3s-85f"
+    cepc_device = "ecp5-85f"
     cepc_partitions = 256
 
 
 class ULX3S45F(_ULX3S, ULX3S_45F_Platform):
     cepc_name = "ulx3s-45f"
+    cepc_device = "ecp5-45f"
     cepc_partitions = 128
 
 
 class ULX3S25F(_ULX3S, ULX3S_25F_Platform):
     cepc_name = "ulx3s-25f"
+    cepc_device = "ecp5-25f"
     cepc_partitions = 64
 
 
 class ULX3S12F(_ULX3S, ULX3S_12F_Platform):
     cepc_name = "ulx3s-12f"
+    cepc_device = "ecp5-12f"
     cepc_partitions = 32

@@ -196,7 +196,8 @@ def cmd_synth(args) -> int:
     console = Console(stderr=True)
     checked = _load(args.query)
     opts = flow.SynthOptions(board=args.board, out_dir=Path(args.output) if args.output else None, freq_mhz=args.freq,
-                             baud=args.baud, partitions=args.partitions, evict_after=args.evict_after,
+                             baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
+                             evict_after=args.evict_after,
                              max_length=args.max_match_length, seed=args.seed,
                              allow_timing_fail=args.allow_timing_fail)
     t0 = time.perf_counter()
@@ -407,8 +408,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="clock the PLL makes, the timing target (default: the board's, 150 on ECP5, 51 on iCE40)")
     c.add_argument("--baud", type=int, metavar="B", help="host link baud rate (default: the board's, 3000000 "
                    "on boards with an FTDI)")
+    c.add_argument("--partitioner", choices=["auto", "table", "pipeline"], default="auto",
+                   help="as for compile; auto sizes the table for the board's device (default: auto)")
     c.add_argument("--partitions", type=int, metavar="N",
-                   help="concurrent partitions per query (default: the board's, 256 on ULX3S-85F, 16 on iCEBreaker)")
+                   help="concurrent partitions per query (default: auto for the table; the board's for the "
+                        "pipeline, 256 on ULX3S-85F, 16 on iCEBreaker)")
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
     c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")

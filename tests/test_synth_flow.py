@@ -24,12 +24,13 @@ def tools():
         yowasp_or_skip(tool)
 
 
-@pytest.mark.parametrize("board, partitions", [("ulx3s-12f", 4), ("icebreaker", 2)])
+# the flow, not the timing targets (bench/synth.py measures those): clocks with room to spare
+@pytest.mark.parametrize("board, partitions, freq", [("ulx3s-12f", 4, "100"), ("icebreaker", 2, "36")])
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_every_example_synthesises_and_meets_timing(example, board, partitions, tmp_path, capsys):
+def test_every_example_synthesises_and_meets_timing(example, board, partitions, freq, tmp_path, capsys):
     out = tmp_path / "build"
     rc = main(["synth", str(ROOT / "examples" / example), "--board", board, "--partitions", str(partitions),
-               "-o", str(out), "--report", str(tmp_path / "r.json")])
+               "--freq", freq, "-o", str(out), "--report", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     assert rc == 0, err
     r = json.loads((tmp_path / "r.json").read_text())
@@ -39,7 +40,7 @@ def test_every_example_synthesises_and_meets_timing(example, board, partitions, 
         assert r["resources"][key]["used"] > 0
     assert 0 < r["resources"]["lut"]["percent"] < 100
     (clock,) = r["clocks"]
-    assert clock["achieved_mhz"] >= clock["target_mhz"] == r["options"]["clock_mhz"]
+    assert clock["achieved_mhz"] >= clock["target_mhz"] == r["options"]["clock_mhz"] == float(freq)
     assert r["tuples_per_second_at_fmax"] == round(clock["achieved_mhz"] * 1e6 * r["tuples_per_cycle"])
     bitstream = Path(r["bitstream"])
     assert bitstream.suffix == (".bit" if board.startswith("ulx3s") else ".bin")

@@ -71,6 +71,7 @@ class SynthOptions:
     out_dir: Path | None = None  # default build/synth/<board>
     freq_mhz: float | None = None  # default: the board's
     baud: int | None = None
+    partitioner: str = "auto"
     partitions: int | None = None
     evict_after: int | None = None
     max_length: int | None = None
@@ -91,7 +92,8 @@ class LinkDesign:
 
 
 def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
-                evict_after: int | None = None, options: dict | None = None) -> LinkDesign:
+                evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
+                ways: int | None = None) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`."""
     from ..emit.verilog import sidecar
     from ..hw.hostlink import HostLink
@@ -99,12 +101,14 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
     from ..hw.uart import divisor
 
     try:
-        check_options(8, partitions, "pipeline", evict_after)
+        check_options(8, partitions, partitioner, evict_after)
         div = divisor(clock_hz, baud)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    top = Top(design, bus_width=8, partitions=partitions, evict_after=evict_after)
-    side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, **(options or {})})
+    top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
+              ways=ways)
+    side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
+                                 **(options or {})})
     did = protocol.design_id(side)
     link = HostLink(top, clock_hz=int(round(clock_hz)), baud=baud, divisor=div, buffer_bytes=buffer_bytes,
                     buffer_frames=buffer_frames, design_id=did)
@@ -177,6 +181,7 @@ _NEXTPNR_PHASES = [
 
 def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None) -> SynthResult:
     """Synthesise ``checked`` for ``opts.board``; raises FitError, TimingError or ToolError."""
+    from ..hw import sizing
     from ..hw.board_top import BoardTop
     from ..hw.pll import ecp5_pll, ice40_pll
     from ..nfa.lower import lower
@@ -187,7 +192,6 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     out.mkdir(parents=True, exist_ok=True)
     freq = float(opts.freq_mhz or plat_cls.cepc_freq_mhz)
     baud = int(opts.baud or plat_cls.cepc_baud)
-    partitions = int(opts.partitions or plat_cls.cepc_partitions)
     if freq <= 0:
         raise UsageError(f"--freq must be positive, not {freq:g}")
     platform = plat_cls()
@@ -205,12 +209,24 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         design = lower(checked, opts.max_length)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    # the table partitioner sized for the board's device (half its block RAM, the rest for the
+    # host link's buffer and the FIFOs), or Woods' pipeline with the board's default length
+    device = sizing.DEVICES[plat_cls.cepc_device]
+    pipeline_default = plat_cls.cepc_partitions if opts.partitioner == "pipeline" else None
+    try:
+        choice = sizing.choose(design, device, opts.partitioner, opts.partitions or pipeline_default,
+                               evict=bool(opts.evict_after))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    progress(sizing.describe(choice, device, design))
+    partitions = choice.partitions
     options = {"board": opts.board}
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
     if opts.max_length:
         options["max_match_length"] = opts.max_length
-    ld = link_design(design, partitions=partitions, clock_hz=pll.output_hz, baud=baud,
+    ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
+                     clock_hz=pll.output_hz, baud=baud,
                      buffer_bytes=plat_cls.cepc_buffer_bytes,
                      buffer_frames=plat_cls.cepc_buffer_frames, evict_after=opts.evict_after, options=options)
     (out / f"{NAME}.layout.json").write_text(json.dumps(ld.sidecar, indent=2) + "\n")
@@ -342,7 +358,7 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
              checked) -> dict:
     from ..hw.top import pipelined
 
-    per_cycle = 0.5 if pipelined(ld.design) else 1.0
+    per_cycle = 0.5 if pipelined(ld.design, ld.top.partitioner) else 1.0
     clock = parsed.clocks[0] if parsed.clocks else None
     tuple_bytes = ld.design.tuple.nbytes
     frame_tuples = max(1, 240 // tuple_bytes)
@@ -352,7 +368,8 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
         "cepc_version": __version__,
         "query": str(checked.source.name),
         **parsed.to_json(),
-        "options": {"partitions": partitions, "bus_width": 8, "target_mhz": opts.freq_mhz or None,
+        "options": {"partitioner": ld.top.partitioner, "partitions": partitions, "bus_width": 8,
+                    "target_mhz": opts.freq_mhz or None,
                     "clock_mhz": round(pll.output_hz / 1e6, 3), "baud": baud, "baud_divisor": ld.link.divisor,
                     "seed": opts.seed, "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after},
         "design_id": f"{ld.design_id:08x}",

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import random
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 
 from .pipeline import _signature
@@ -124,16 +124,20 @@ class TablePartitioner(wiring.Component):
 
         ib = max(1, self.index_bits)
         # --- reset sweep: a synchronous reset empties the table, if anything was written -----------
+        # `alive` is the one register here that a reset clears: low in the cycle after any reset,
+        # the domain's own or one a ResetInserter adds (the board top's sync domain has none)
+        alive = Signal()
         dirty = Signal(reset_less=True)
         sweeping = Signal(reset_less=True)
         sweep_at = Signal(ib, reset_less=True)
-        with m.If(ResetSignal()):
+        m.d.sync += alive.eq(1)
+        with m.If(~alive):
             m.d.sync += [sweeping.eq(dirty), sweep_at.eq(0)]
         with m.Elif(sweeping):
             m.d.sync += sweep_at.eq(sweep_at + 1)
             with m.If(sweep_at == self.buckets - 1):
                 m.d.sync += [sweeping.eq(0), dirty.eq(0)]
-        m.d.comb += self.slot.eq(~sweeping)
+        m.d.comb += self.slot.eq(alive & ~sweeping)
 
         # --- stage 1: address ------------------------------------------------------------------------
         v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
