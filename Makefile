@@ -18,7 +18,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= auto
 
 .PHONY: setup test test-quick demo sim synth lint clean bench bench-foundation bench-hardware bench-verification \
-        bench-finance bench-synth bench-automata bench-throughput
+        bench-finance bench-synth bench-automata bench-throughput bench-aggregates
 
 setup: $(STAMP)
 
@@ -96,8 +96,12 @@ bench-finance: setup
 bench-synth: setup
 	$(PY) bench/synth.py $(ARGS)
 
+# LUT/FF of the same pattern with 0, 1, 2 and 4 aggregates (Yosys only, ECP5 and iCE40)
+bench-aggregates: setup
+	$(PY) bench/aggregates.py $(ARGS)
+
 # matplotlib for the plots (the `bench` extra)
-BENCHES := foundation hardware verification finance automata synth partitioner throughput
+BENCHES := foundation hardware verification finance automata synth partitioner aggregates throughput
 BENCH_STAMP := $(VENV)/.cepc-bench-installed
 
 # NFA vs DFA (state explosion), the shared predicate decoder, compile time: LUT/FF after synth_ecp5
