@@ -66,6 +66,14 @@ DEVICES = {
 TUPLES_PER_CYCLE = {"table": 1.0, "pipeline": 0.5}
 
 
+def commit() -> str:
+    """The commit measured, with ``+dirty`` when cepc/ has uncommitted changes."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    rev = git("rev-parse", "--short", "HEAD") or "unknown"
+    return rev + ("+dirty" if git("status", "--porcelain", "--", "cepc") else "")
+
+
 def design():
     return lower(check(parse_file(MARATHON)))
 
@@ -232,7 +240,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "partitioner.json").write_text(json.dumps(
-        {"cepc_version": __version__, "seed": SEED, "pipeline_cost": costs, "results": rows}, indent=2) + "\n")
+        {"cepc_version": __version__, "commit": commit(), "seed": SEED, "pipeline_cost": costs, "results": rows}, indent=2) + "\n")
     (out / "partitioner.md").write_text(markdown(rows, costs))
     bad = [r for r in rows if r["partitioner"] == "table" and r["device_key"] == "ecp5-85f"
            and r["partitions"] >= 65536 and not r.get("fits")]
