@@ -207,7 +207,9 @@ class Top(wiring.Component):
                     expiry = tup.field(q.time_field).width + 1
                 if self.partitioner == "table":
                     part = TablePartitioner(self.partitions, kw, width, vector_width=n_states, ways=self.ways,
-                                            evict_after=self.evict_after, expiry_width=expiry)
+                                            evict_after=self.evict_after, expiry_width=expiry, early_key=True)
+                    if part.early_key:  # the key of the tuple a stage behind, hashed into a register
+                        m.d.comb += part.next_key.eq(Cat(*(Value.cast(getattr(a_tuple, k)) for k in q.key_fields)))
                 else:
                     part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
                                                expiry_width=expiry)

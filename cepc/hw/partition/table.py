@@ -70,7 +70,8 @@ class TablePartitioner(wiring.Component):
     """
 
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
-                 ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None):
+                 ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
+                 early_key: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -90,7 +91,13 @@ class TablePartitioner(wiring.Component):
         self.entry_width = state_width + self.tag_width + (expiry_width or 0) + (STAMP_BITS if evict_after else 0)
         self.word_width = self.entry_width * self.ways
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
-        super().__init__(_signature(key_width, state_width, expiry_width or 1))
+        signature = _signature(key_width, state_width, expiry_width or 1)
+        self.early_key = early_key and not self.direct
+        if self.early_key:
+            # the key one enabled cycle ahead (what ``key`` will be after the next enabled edge): its
+            # hash is registered, so the block RAM address comes from flip-flops, not a tree of XORs
+            signature["next_key"] = wiring.In(key_width)
+        super().__init__(signature)
 
     def index(self, key) -> int:
         """The bucket of a key (an int), as the hardware computes it."""
@@ -142,7 +149,12 @@ class TablePartitioner(wiring.Component):
         # --- stage 1: address ------------------------------------------------------------------------
         v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
         index0 = Signal(ib)
-        m.d.comb += [index0.eq(index_of(self.key)), rd.addr.eq(index0), rd.en.eq(self.en)]
+        if self.early_key:  # index_of(key) by construction: both move on the same enabled edges from 0
+            with m.If(self.en):
+                m.d.sync += index0.eq(index_of(self.next_key))
+        else:
+            m.d.comb += index0.eq(index_of(self.key))
+        m.d.comb += [rd.addr.eq(index0), rd.en.eq(self.en)]
 
         # the write of this cycle (stage 3), and the last two, for forwarding
         we, w_index, w_data = Signal(), Signal(ib), Signal(self.word_width)
