@@ -88,6 +88,18 @@ def test_random_aggregate_queries_match_the_reference(head, tail, after, within,
                           seed=seed, partitioner=partitioner)
 
 
+@pytest.mark.parametrize("measures", [MEASURES, ""])
+@pytest.mark.parametrize("partitioner", ["pipeline", "table"])
+def test_an_unused_aggregate_variable_keeps_the_earliest_start(measures, partitioner):
+    # SPEC §3.5 reads the whole DEFINE clause: R, S … (aggregates) are defined but not in the
+    # pattern, so (P0 P0*) WITHIN 3 keeps the earliest start, as the reference does
+    text = query(ast.Seq((ast.Var("P0"), ast.Repeat(ast.Var("P0"), 0, None))), "CONTINUE", 3, measures)
+    checked = check(parse(text))
+    assert lower(checked).queries[0].latest is False
+    hwsim.run_and_compare(checked, stream([(0, 0, 0, 0, 0)] * 3 + [(1, 0, 0, 0, 2), (0, 0, 0, 0, 1)]),
+                          bus_width=40, partitions=4, backpressure=0.3, seed=1, partitioner=partitioner)
+
+
 def test_mshape_example_in_hardware():
     q = ROOT / "examples" / "mshape" / "mshape.sql"
     checked = check(parse_file(q))

@@ -217,9 +217,11 @@ def lower(checked: Checked, max_length: int | None = None) -> DesignPlan:
         preds = tuple(PredicatePlan(name, low.expr(defines[name].expr)) for name in nfa.preds)
         measures = [(m.alias, low.expr(m.expr)) for m in q.measures]
         agg_preds = any(p.aggregate for p in preds)
-        latest = q.within is not None and not agg_preds
+        # SPEC §3.5 reads the DEFINE clause, variables the pattern leaves unused included (as the
+        # reference matcher does): any aggregate there keeps the earliest start
+        latest = q.within is not None and not any(ast.aggregates(d.expr) for d in q.defines)
         order = start_time = None
-        if agg_preds or measures:
+        if agg_preds or measures or (q.within is not None and not latest):
             order = low.register("COUNT", None)  # the longest partial match started earliest
         if q.within is not None:
             start_time = low.register("FIRST", q.order_by)
