@@ -48,7 +48,8 @@ def run_one(example: str, board: str, seed: int, build: Path) -> dict:
     res = s["resources"]
     clock = s["clocks"][0]
     return {
-        "example": example, "board": board, "device": s["device"], "partitions": s["options"]["partitions"],
+        "example": example, "board": board, "device": s["device"], "partitioner": s["options"]["partitioner"],
+        "partitions": s["options"]["partitions"],
         "lut": res["lut"]["used"], "lut_available": res["lut"]["available"], "lut_percent": res["lut"]["percent"],
         "ff": res["ff"]["used"], "bram": res["bram"]["used"], "bram_available": res["bram"]["available"],
         "carry": res["carry"]["used"],
@@ -67,7 +68,7 @@ def markdown(rows: list[dict], seed: int) -> str:
         "# Synthesis",
         "",
         f"`make bench-synth` (cepc {__version__}): every example through `cepc synth`'s flow (Yosys, nextpnr with "
-        f"one thread and seed {seed}, router2), on the board's default partitions and clock. Targets (the issue's): "
+        f"one thread and seed {seed}, router2), on the partitioner and size `--partitioner auto` picks for the board's device, at the board's clock. Targets (the issue's): "
         "Fmax ≥ 150 MHz on the ECP5-85F, ≥ 50 MHz on the iCE40UP5K. LUT: ECP5 LUT4s (TRELLIS_COMB), iCE40 logic "
         "cells; carry: CCU2C / SB_CARRY cells. Tuples/s: Fmax × tuples per cycle (½ with the pipeline partitioner). "
         "UART: what the 3 Mbaud host link carries.",
