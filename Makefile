@@ -18,7 +18,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS    ?= auto
 
 .PHONY: setup test test-quick demo sim synth lint clean bench bench-foundation bench-hardware bench-verification \
-        bench-finance bench-synth bench-automata bench-throughput bench-aggregates
+        bench-finance bench-synth bench-automata bench-throughput bench-aggregates bench-partitioner
 
 setup: $(STAMP)
 
@@ -95,6 +95,10 @@ bench-finance: setup
 # Every example on both boards: LUT/FF/BRAM, Fmax, targets (exit 1 if one is missed), tuples/s.
 bench-synth: setup
 	$(PY) bench/synth.py $(ARGS)
+
+# The table partitioner at 1K/16K/64K partitions vs Woods' pipeline, ECP5-85F and iCE40UP5K
+bench-partitioner: setup
+	$(PY) bench/partitioner.py $(ARGS)
 
 # LUT/FF of the same pattern with 0, 1, 2 and 4 aggregates (Yosys only, ECP5 and iCE40)
 bench-aggregates: setup

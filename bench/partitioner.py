@@ -181,14 +181,15 @@ def run(dev_key: str, partitioner: str, count: int, cost: dict | None, timeout: 
     return row
 
 
-def markdown(rows: list[dict], costs: dict) -> str:
+def markdown(rows: list[dict], costs: dict, rev: str) -> str:
     lines = [
         "# Partitioners: table vs pipeline",
         "",
-        f"`make bench-partitioner` (cepc {__version__}): the marathon query's compiled top (bus as wide as a "
+        f"`make bench-partitioner` (cepc {__version__}, commit {rev}): the marathon query's compiled top (bus as wide as a "
         "tuple) in an LFSR harness, Yosys and nextpnr (one thread, seed 1, target 200 MHz). Tuples/s = Fmax × "
         "tuples per cycle (table 1, pipeline ½). LUT: ECP5 LUT4s / iCE40 SB_LUT4s after synthesis; BRAM: "
-        "DP16KD / SB_RAM40_4K. \"Does not fit\" says whether the tools or an upfront estimate said so.",
+        "DP16KD / SB_RAM40_4K (estimated blocks where the table does not fit); ~: estimated from the cost per "
+        "pipeline element below. \"Does not fit\" says whether the tools or an upfront estimate said so.",
         "",
         "| device | partitioner | partitions | table | BRAM | LUT | FF | Fmax MHz | tuples/s | note |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|---|",
@@ -198,10 +199,14 @@ def markdown(rows: list[dict], costs: dict) -> str:
         if r.get("fits") is False or "skipped" in r:
             note = f"**does not fit** ({r['why']})" if r.get("fits") is False else f"skipped: {r['skipped']}"
             bram = r.get("bram", r.get("bram_estimate", ""))
-            est = r.get("estimate", {})
+            if "lut" in r:  # synthesised: Yosys's counts
+                lut, ff = f"{r['lut']:,}", f"{r['ff']:,}"
+            elif "estimate" in r:
+                lut, ff = f"~{r['estimate']['lut']:,}", f"~{r['estimate']['ff']:,}"
+            else:
+                lut = ff = ""
             lines.append(f"| {r['device']} | {r['partitioner']} | {r['partitions']:,} | {table} | {bram} "
-                         f"| {r.get('lut', est.get('lut', '')) or ''} | {r.get('ff', est.get('ff', '')) or ''} "
-                         f"| — | — | {note} |")
+                         f"| {lut} | {ff} | — | — | {note} |")
             continue
         lines.append(f"| {r['device']} | {r['partitioner']} | {r['partitions']:,} | {table} | {r['bram']} "
                      f"| {r['lut']:,} | {r['ff']:,} | {r['fmax_mhz']:.1f} | {r['tuples_per_second'] / 1e6:.1f} M "
@@ -239,9 +244,10 @@ def main() -> int:
                 rows.append(row)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    rev = commit()
     (out / "partitioner.json").write_text(json.dumps(
-        {"cepc_version": __version__, "commit": commit(), "seed": SEED, "pipeline_cost": costs, "results": rows}, indent=2) + "\n")
-    (out / "partitioner.md").write_text(markdown(rows, costs))
+        {"cepc_version": __version__, "commit": rev, "seed": SEED, "pipeline_cost": costs, "results": rows}, indent=2) + "\n")
+    (out / "partitioner.md").write_text(markdown(rows, costs, rev))
     bad = [r for r in rows if r["partitioner"] == "table" and r["device_key"] == "ecp5-85f"
            and r["partitions"] >= 65536 and not r.get("fits")]
     if bad:
