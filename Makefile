@@ -17,8 +17,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # One worker per core; override with `make test JOBS=1`.
 JOBS    ?= auto
 
-.PHONY: setup test test-quick demo sim lint clean bench bench-foundation bench-hardware bench-verification bench-finance bench-vhdl \
-        bench-automata bench-throughput
+.PHONY: setup test test-quick demo sim synth lint clean bench bench-foundation bench-hardware bench-verification \
+        bench-finance bench-vhdl bench-synth bench-automata bench-throughput bench-aggregates bench-partitioner
 
 setup: $(STAMP)
 
@@ -65,9 +65,9 @@ demo: setup
 	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim.csv \
 		--backpressure 0.2 --stall 0.1 --compare $(DEMO_DIR)/golden.csv
 	@echo "== 7. the same design as VHDL-2008: compile, analyse and elaborate in GHDL, simulate in GHDL and compare"
-	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.vhd --partitions 64 --bus-width 64
+	$(CEPC) compile $(DEMO_Q) -o $(DEMO_DIR)/cepc_top.vhd --bus-width 64
 	cd $(DEMO_DIR) && ghdl -a --std=08 cepc_top.vhd && ghdl -e --std=08 cepc_top
-	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim_vhdl.csv --partitions 64 \
+	$(CEPC) sim $(DEMO_Q) --events $(DEMO_DIR)/events.parquet -o $(DEMO_DIR)/sim_vhdl.csv \
 		--backpressure 0.2 --stall 0.1 --simulator ghdl --compare $(DEMO_DIR)/golden.csv
 	@echo "== demo done: hardware (Verilog and VHDL) and golden agree on $$(($$(wc -l < $(DEMO_DIR)/golden.csv) - 1)) matches; outputs in $(DEMO_DIR)/"
 
@@ -78,6 +78,12 @@ demo: setup
 # GHDL fails instead of skipping.
 sim: setup
 	CI=true $(PY) -m pytest -q tests/test_sim_verilator.py tests/test_sim_ghdl.py tests/test_emit_vhdl.py tests/test_golden_spark.py tests/test_hw_top.py
+
+# The marathon example on an ECP5 (ULX3S-85F) and an iCE40 (iCEBreaker) board: bitstreams and
+# reports in build/synth/BOARD/ (Yosys and nextpnr from PyPI; a few minutes each on one core).
+synth: setup
+	$(CEPC) synth $(DEMO_Q) --board ulx3s-85f --report build/synth/ulx3s-85f.json
+	$(CEPC) synth $(DEMO_Q) --board icebreaker --report build/synth/icebreaker.json
 
 clean:
 	rm -rf $(DEMO_DIR) build sim_build .pytest_cache
@@ -99,8 +105,20 @@ bench-vhdl: setup
 bench-finance: setup
 	$(PY) bench/finance.py $(ARGS)
 
+# Every example on both boards: LUT/FF/BRAM, Fmax, targets (exit 1 if one is missed), tuples/s.
+bench-synth: setup
+	$(PY) bench/synth.py $(ARGS)
+
+# The table partitioner at 1K/16K/64K partitions vs Woods' pipeline, ECP5-85F and iCE40UP5K
+bench-partitioner: setup
+	$(PY) bench/partitioner.py $(ARGS)
+
+# LUT/FF of the same pattern with 0, 1, 2 and 4 aggregates (Yosys only, ECP5 and iCE40)
+bench-aggregates: setup
+	$(PY) bench/aggregates.py $(ARGS)
+
 # matplotlib for the plots (the `bench` extra)
-BENCHES := foundation hardware verification finance automata synth partitioner throughput
+BENCHES := foundation hardware verification finance automata synth partitioner aggregates throughput
 BENCH_STAMP := $(VENV)/.cepc-bench-installed
 
 # NFA vs DFA (state explosion), the shared predicate decoder, compile time: LUT/FF after synth_ecp5

@@ -409,17 +409,21 @@ def main() -> int:
 
 
 def _fmax_from(data) -> dict | None:
-    """The marathon (or first) table-partitioner design's Fmax in a synthesis result file, if it has one."""
+    """The ECP5-85F marathon table-partitioner design's Fmax in a synthesis result file (the most
+    partitions, if several), else the first table-partitioner design's, if it has one."""
     rows = data if isinstance(data, list) else data.get("designs") or data.get("results") or data.get("rows") or []
-    best = None
-    for row in rows:
-        if not isinstance(row, dict) or "fmax_mhz" not in row:
-            continue
-        if row.get("partitioner", "table") != "table":
-            continue
-        if best is None or "marathon" in str(row.get("design", "")):
-            best = {"design": str(row.get("design", "?")), "fmax_mhz": float(row["fmax_mhz"])}
-    return best
+    rows = [r for r in rows if isinstance(r, dict) and r.get("fmax_mhz") is not None
+            and r.get("partitioner", "table") == "table"]
+    if not rows:
+        return None
+
+    def rank(row):
+        name = str(row.get("design", row.get("example", "")))
+        return ("85F" in str(row.get("device", "")), "marathon" in name, row.get("partitions", 0))
+
+    best = max(rows, key=rank)
+    name = best.get("design") or f"examples/{best.get('example', '?')} on {best.get('device', '?')}"
+    return {"design": str(name), "fmax_mhz": float(best["fmax_mhz"])}
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ def _load(path: str):
     return checked
 
 
+P_COUNTERS = ("tuples_in", "matches_out", "dropped", "malformed", "evicted", "overflow", "rx_frames",
+              "rx_crc_errors", "rx_rejected", "tx_frames")
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}{'es' if word.endswith(('s', 'ch')) else 's'}"
 
@@ -185,6 +189,106 @@ def cmd_sim(args) -> int:
     return main_sim(args)
 
 
+def cmd_synth(args) -> int:
+    import json
+
+    from rich.console import Console
+
+    from .synth import flow
+
+    console = Console(stderr=True)
+    checked = _load(args.query)
+    opts = flow.SynthOptions(board=args.board, out_dir=Path(args.output) if args.output else None, freq_mhz=args.freq,
+                             baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
+                             evict_after=args.evict_after,
+                             max_length=args.max_match_length, seed=args.seed,
+                             allow_timing_fail=args.allow_timing_fail)
+    t0 = time.perf_counter()
+    with console.status(f"synthesising {args.query} for {args.board}") as status:
+        def progress(step):
+            if step.startswith("note:"):
+                console.print(step, highlight=False)
+            status.update(f"{args.board}: {step} [{time.perf_counter() - t0:.0f} s]")
+        result = flow.synthesize(checked, opts, progress)
+    summary = result.summary
+    if args.report:
+        Path(args.report).write_text(json.dumps(summary, indent=2) + "\n")
+    _print_synth(console, summary, args)
+    flow.check_timing(result)
+    return 0
+
+
+def _print_synth(console, s: dict, args) -> None:
+    o = s["options"]
+    console.print(f"{s['board']} ({s['device']} {s['package']}): {s['query']}, {o['partitions']} partitions, "
+                  f"clock {o['clock_mhz']:g} MHz, UART {o['baud']:,} baud (÷{o['baud_divisor']})", highlight=False)
+    names = {"lut": "LUTs" if s["family"] == "ecp5" else "logic cells", "ff": "flip-flops", "bram": "block RAM",
+             "carry": "carry cells", "lutram": "LUT RAM", "dsp": "DSP", "io": "I/O", "pll": "PLL", "spram": "SPRAM"}
+    for key, name in names.items():
+        r = s["resources"].get(key)
+        if r is None or (r["used"] == 0 and key in ("dsp", "lutram", "spram")):
+            continue
+        pct = f" of {r['available']:,} ({r['percent']:.1f}%)" if r["available"] else ""
+        console.print(f"  {name:<12} {r['used']:>7,}{pct}", highlight=False)
+    for c in s["clocks"]:
+        verdict = "[green]met[/green]" if c["met"] else "[red]MISSED[/red]"
+        console.print(f"  Fmax {c['name']}: {c['achieved_mhz']:.1f} MHz, target {c['target_mhz']:g} MHz: {verdict}")
+    console.print(f"  {s['tuples_per_cycle']:g} tuple/cycle: {s['tuples_per_second_at_fmax'] or 0:,} tuples/s at Fmax, "
+                  f"{s['tuples_per_second_at_clock']:,} at the clock; the UART carries {s['tuples_per_second_uart']:,}",
+                  highlight=False)
+    if s["bitstream"]:
+        console.print(f"bitstream {s['bitstream']} ({sum(s['seconds'].values()):.0f} s)"
+                      + (f"; report {args.report}" if args.report else ""), highlight=False)
+
+
+def cmd_run(args) -> int:
+    from rich.console import Console
+
+    from . import events, host
+    from .simulate import compare, decode_record, record_rows
+
+    console = Console(stderr=True)
+    checked = _load(args.query)
+    frame = events.load_events(args.events, checked.stream)
+    events.check_order(frame, checked, args.events)
+    design, design_id, record_bytes = host.design_of(checked, args.max_match_length)
+    payloads = [design.tuple.to_bytes(r) for r in frame.to_dict("records")]
+    opts = host.RunOptions(port=args.port, baud=args.baud, timeout=args.timeout, retry=args.retry,
+                           frame_bytes=args.frame_bytes)
+    with console.status(f"{args.port}: connecting") as status:
+        result = host.run(payloads, design.tuple.nbytes, record_bytes, design_id, opts,
+                          lambda s: status.update(f"{args.port}: {s}"))
+    rows = record_rows(checked, design, [decode_record(design, w) for w in result.records])
+    events.write_matches(args.output, checked, rows)
+    c, h = result.status.counters, result.host
+    rate = len(frame) / result.seconds if result.seconds else float("inf")
+    print(f"{len(frame)} tuples, {len(rows)} matches → {args.output} ({result.seconds:.1f} s, {rate:,.0f} tuples/s); "
+          "board: " + ", ".join(f"{k} {c[k]}" for k in P_COUNTERS) +
+          f"; host: {h['frames']} frames, {h['sent']} sent, {h['retransmitted']} sent again, "
+          f"{h['bad']} bad frames received, {h['lost']} lost", file=sys.stderr)
+    incomplete = []
+    if c["tuples_in"] != len(frame):
+        incomplete.append(f"the board took {c['tuples_in']} of {len(frame)} tuples")
+    if c["matches_out"] != len(result.records):
+        incomplete.append(f"the board sent {c['matches_out']} records, {len(result.records)} arrived")
+    if c["dropped"] != len(result.spilled):
+        incomplete.append(f"the board spilled {c['dropped']} tuples, {len(result.spilled)} arrived")
+    if incomplete:
+        print("error: the result is incomplete: " + "; ".join(incomplete), file=sys.stderr)
+        return 1
+    if c["dropped"]:
+        print(f"warning: {c['dropped']} tuples did not fit the partitioner (spilled); results are not exact — "
+              f"synthesise with more --partitions", file=sys.stderr)
+    if args.compare:
+        keys, measures = events.match_columns(checked)
+        report = compare(keys + ["seq", "query"] + measures, rows, Path(args.compare), frame)
+        if report:
+            print(report, file=sys.stderr)
+            return 1
+        print(f"identical to {args.compare}", file=sys.stderr)
+    return 0
+
+
 def cmd_gen(args) -> int:
     from . import gen
 
@@ -296,6 +400,45 @@ def _parser() -> argparse.ArgumentParser:
                    help="probability that m_tready/spill_tready is low each cycle (default: 0)")
     c.add_argument("--seed", type=int, metavar="S", default=0, help="seed of the random gaps (default: 0)")
     c.set_defaults(func=cmd_sim)
+
+    c = sub.add_parser("synth", help="synthesise for a board (Yosys, nextpnr, bitstream; all from PyPI)")
+    c.add_argument("query", metavar="Q.sql", help="query file")
+    c.add_argument("--board", metavar="NAME", required=True,
+                   help="ulx3s-85f, ulx3s-45f, ulx3s-25f, ulx3s-12f, icebreaker, colorlight-5a-75b")
+    c.add_argument("-o", "--output", metavar="DIR", help="build directory (default: build/synth/BOARD)")
+    c.add_argument("--report", metavar="R.json", help="also write the report (resources, Fmax, timing) here")
+    c.add_argument("--freq", type=float, metavar="MHZ",
+                   help="clock the PLL makes, the timing target (default: the board's, 150 on ECP5, 51 on iCE40)")
+    c.add_argument("--baud", type=int, metavar="B", help="host link baud rate (default: the board's, 3000000 "
+                   "on boards with an FTDI)")
+    c.add_argument("--partitioner", choices=["auto", "table", "pipeline"], default="auto",
+                   help="as for compile; auto sizes the table for the board's device (default: auto)")
+    c.add_argument("--partitions", type=int, metavar="N",
+                   help="concurrent partitions per query (default: auto for the table; the board's for the "
+                        "pipeline, 256 on ULX3S-85F, 16 on iCEBreaker)")
+    c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
+    c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
+    c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")
+    c.add_argument("--allow-timing-fail", action="store_true",
+                   help="write the bitstream even if timing is missed (still exits 1)")
+    c.set_defaults(func=cmd_synth)
+
+    c = sub.add_parser("run", help="stream events through a board running a synthesised query (UART host link)")
+    c.add_argument("query", metavar="Q.sql", help="query file (the one the bitstream was built from)")
+    c.add_argument("--port", metavar="PORT", required=True,
+                   help="serial port: /dev/ttyUSB0, a pty, or a pyserial URL such as socket://host:port")
+    c.add_argument("--events", metavar="E", required=True, help="events file (.csv or .parquet)")
+    c.add_argument("-o", "--output", metavar="FILE", required=True, help="match file to write (.csv)")
+    c.add_argument("--compare", metavar="FILE", help="match file to compare with (exit 1 and show the first difference)")
+    c.add_argument("--baud", type=int, metavar="B", default=3_000_000, help="baud rate (default: 3000000)")
+    c.add_argument("--timeout", type=float, metavar="S", default=10.0,
+                   help="give up after S seconds without progress (default: 10)")
+    c.add_argument("--retry", type=float, metavar="S", default=0.5,
+                   help="send unacknowledged frames again after S seconds (default: 0.5)")
+    c.add_argument("--frame-bytes", type=int, metavar="N", default=240,
+                   help="tuple bytes per frame, at most (default: 240)")
+    c.add_argument("--max-match-length", type=int, metavar="L", help="as for synth")
+    c.set_defaults(func=cmd_run)
 
     c = sub.add_parser("gen", help="generate synthetic events whose values make the patterns match")
     c.add_argument("query", metavar="Q.sql", help="query file")

@@ -108,3 +108,11 @@ class ToolError(CepcError):
         if self.log_tail:
             text += "\n" + "\n".join("  | " + line for line in self.log_tail.splitlines())
         return text
+
+
+class FitError(CepcError):
+    """The design needs more of some resource than the device has."""
+
+
+class TimingError(CepcError):
+    """Place and route finished, but a clock misses its target frequency."""

@@ -150,12 +150,8 @@ class _Build:
 
 
 def _build_verilator(opts: SimOptions, work: Path) -> _Build:
-    exe, env = tools.verilator()
-    os.environ["VERILATOR_ROOT"] = env.get("VERILATOR_ROOT", os.environ.get("VERILATOR_ROOT", ""))
-    os.environ["PATH"] = env["PATH"]
-    # The PyPI wheel's verilated.mk leaves the precompiled-header include flag empty, which
-    # breaks the C++ build; a make variable override passed through MAKEFLAGS restores it.
-    os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    exe, _ = tools.verilator()
+    _verilator_env()
     from cocotb_tools.runner import get_runner
 
     runner = get_runner("verilator")
@@ -367,4 +363,115 @@ def main_sim(args) -> int:
     return 0
 
 
-__all__ = ["simulate", "compare", "main_sim", "SimOptions", "decode_record", "record_rows"]
+class LinkSimulation:
+    """The host link of a query (:class:`~cepc.hw.hostlink.HostLink`, what a board runs, less its
+    PLL and pins) in Verilator under ``sim/cepc_link_bench.py``, behind a pseudo-terminal.
+
+    ``with LinkSimulation(checked) as port:`` builds the design (cached like
+    :func:`simulate`), starts the simulation in a thread and yields the pty's
+    path, which ``cepc run --port`` opens as a serial port. The clock is
+    100 MHz and the UART runs at ``100 MHz / divisor``. ``counts`` holds the
+    bytes the bench moved each way once the block has ended.
+    """
+
+    CLOCK_HZ = 100_000_000
+    TOP = "cepc_link"
+
+    def __init__(self, checked: Checked, *, partitions: int = 8, divisor: int = 8, buffer_bytes: int = 512,
+                 buffer_frames: int = 4, corrupt_in_every: int = 0, corrupt_out_every: int = 0,
+                 build_root: Path | None = None, max_seconds: float = 600):
+        self.checked = checked
+        self.partitions, self.divisor = partitions, divisor
+        self.buffer_bytes, self.buffer_frames = buffer_bytes, buffer_frames
+        self.corrupt = (corrupt_in_every, corrupt_out_every)
+        self.build_root = build_root or Path("build") / "sim"
+        self.max_seconds = max_seconds
+        self.counts: dict | None = None
+        self._thread = None
+
+    def _build(self) -> tuple[Path, object]:
+        from .emit.verilog import _flat_verilog
+        from .nfa.lower import lower
+        from .synth.flow import link_design
+
+        h = hashlib.sha256()
+        h.update(self.checked.source.text.encode())
+        h.update(json.dumps([__version__, "link", self.partitions, self.divisor, self.buffer_bytes,
+                             self.buffer_frames]).encode())
+        for f in ("cepc_link_bench.py",):
+            h.update((BENCH_DIR / f).read_bytes())
+        for module in ("hw/hostlink.py", "hw/uart.py", "protocol.py"):
+            h.update((ROOT / "cepc" / module).read_bytes())
+        work = (self.build_root / f"link-{h.hexdigest()[:16]}").resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        source = work / f"{self.TOP}.v"
+        if not source.exists():
+            ld = link_design(lower(self.checked), partitions=self.partitions, clock_hz=self.CLOCK_HZ,
+                             baud=self.CLOCK_HZ // self.divisor, buffer_bytes=self.buffer_bytes,
+                             buffer_frames=self.buffer_frames)
+            source.write_text(_flat_verilog(ld.link, self.TOP))
+        _verilator_env()
+        from cocotb_tools.runner import get_runner
+
+        runner = get_runner("verilator")
+        log = work / "build.log"
+        try:
+            runner.build(sources=[source], hdl_toplevel=self.TOP, build_dir=work / "obj",
+                         build_args=["-Wno-fatal", "--x-assign", "0", "--x-initial", "0"], log_file=log)
+        except (SystemExit, Exception):
+            tail = log.read_text()[-3000:] if log.exists() else ""
+            raise ToolError("Verilator failed to build the host link", ["verilator", str(source)], tail) from None
+        return work, runner
+
+    def __enter__(self) -> str:
+        import threading
+
+        work, runner = self._build()
+        files = {k: work / f"{k}.txt" for k in ("pty", "stop", "done")}
+        for f in files.values():
+            f.unlink(missing_ok=True)
+        config = {"divisor": self.divisor, "pty_file": str(files["pty"]), "stop_file": str(files["stop"]),
+                  "done_file": str(files["done"]), "corrupt_in_every": self.corrupt[0],
+                  "corrupt_out_every": self.corrupt[1], "max_seconds": self.max_seconds}
+        (work / "link.json").write_text(json.dumps(config))
+        if str(BENCH_DIR) not in sys.path:
+            sys.path.insert(0, str(BENCH_DIR))
+
+        def run():
+            try:
+                runner.test(test_module="cepc_link_bench", hdl_toplevel=self.TOP, test_dir=work,
+                            build_dir=work / "obj", extra_env={"CEPC_LINK_CONFIG": str(work / "link.json")},
+                            results_xml=str(work / "results.xml"), log_file=work / "run.log")
+            except (SystemExit, Exception):
+                pass  # judged by the done file
+
+        self._work, self._files = work, files
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 120
+        while not files["pty"].exists():
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                tail = (work / "run.log").read_text()[-3000:] if (work / "run.log").exists() else ""
+                raise ToolError("the host link simulation did not start", ["cocotb", "cepc_link_bench"], tail)
+            time.sleep(0.05)
+        return files["pty"].read_text().strip()
+
+    def __exit__(self, *exc) -> None:
+        self._files["stop"].write_text("stop")
+        self._thread.join(timeout=60)
+        if self._files["done"].exists():
+            self.counts = json.loads(self._files["done"].read_text())
+
+
+def _verilator_env() -> None:
+    """Point this process (and the cocotb runner's children) at the Verilator that tools.verilator finds."""
+    exe, env = tools.verilator()
+    os.environ["VERILATOR_ROOT"] = env.get("VERILATOR_ROOT", os.environ.get("VERILATOR_ROOT", ""))
+    os.environ["PATH"] = env["PATH"]
+    # The PyPI wheel's verilated.mk leaves the precompiled-header include flag empty, which
+    # breaks the C++ build; a make variable override passed through MAKEFLAGS restores it.
+    if "CFG_CXXFLAGS_PCH_I" not in os.environ.get("MAKEFLAGS", ""):
+        os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+
+
+__all__ = ["simulate", "compare", "main_sim", "SimOptions", "decode_record", "record_rows", "LinkSimulation"]

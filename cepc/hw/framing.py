@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -28,6 +28,10 @@ class Framer(wiring.Component):
     after the beat that completes it. ``ready`` and ``tuples.valid`` are
     registers.
 
+    An 8-bit bus (the host link's) gets a byte-serial framer instead: bytes
+    shift into an assembly register and a whole tuple moves to the output
+    register; it takes a byte every cycle, with no trim cycle after a packet.
+
     Timing: every candidate next byte count (with or without a beat, with or
     without a tuple leaving), its differences from one and two tuples, and
     so the flags, are computed in parallel from registers; the handshake only
@@ -47,6 +51,8 @@ class Framer(wiring.Component):
         })
 
     def elaborate(self, platform):
+        if self._wb == 1:
+            return self._elaborate_serial()
         m = Module()
         wb, tb = self._wb, self._tb
         # Two tuples and a beat: a beat may arrive while a whole tuple waits for its consumer
@@ -141,3 +147,40 @@ class Framer(wiring.Component):
         with m.If(trim & (trim_k[0] != count)):
             m.d.sync += self.malformed.eq(self.malformed + 1)
         return m
+
+    def _elaborate_serial(self):
+        """An 8-bit bus: bytes shift into an assembly register, a whole tuple moves to the
+        output register. No trim cycle: a packet's last beat resets the byte count at once."""
+        m = Module()
+        tb = self._tb
+        asm = Signal(tb * 8)  # the tuple being assembled, its newest byte at the top
+        n = Signal(range(tb))  # bytes assembled
+        out = Signal(tb * 8)
+        out_valid = Signal()
+        room = Signal(init=1)
+        m.d.comb += [self.ready.eq(room), self.tuples.valid.eq(out_valid), self.tuples.payload.eq(out)]
+
+        byte = Signal()  # a byte arrives
+        complete = Signal()  # ... and completes a tuple
+        m.d.comb += [byte.eq(self.valid & room & self.keep[0]), complete.eq(byte & (n == tb - 1))]
+        # the output register after this cycle
+        valid_next = Signal()
+        m.d.comb += valid_next.eq(complete | (out_valid & ~self.tuples.ready))
+        with m.If(complete):
+            m.d.sync += out.eq(Cat(asm[8:], self.data))
+        n_next = Signal.like(n)
+        m.d.comb += n_next.eq(Mux(complete, 0, Mux(byte, n + 1, n)))
+        with m.If(byte):
+            m.d.sync += asm.eq(Cat(asm[8:], self.data))
+        with m.If(self.valid & room & self.last):
+            # a packet ends: a partial tuple is discarded and counted
+            m.d.sync += n.eq(0)
+            with m.If(n_next != 0):
+                m.d.sync += self.malformed.eq(self.malformed + 1)
+        with m.Else():
+            m.d.sync += n.eq(n_next)
+        m.d.sync += out_valid.eq(valid_next)
+        # a byte fits next cycle unless it would complete a tuple while the output is still full
+        m.d.sync += room.eq(~valid_next | (n_next != tb - 1))
+        return m
+

@@ -207,7 +207,9 @@ class Top(wiring.Component):
                     expiry = tup.field(q.time_field).width + 1
                 if self.partitioner == "table":
                     part = TablePartitioner(self.partitions, kw, width, vector_width=n_states, ways=self.ways,
-                                            evict_after=self.evict_after, expiry_width=expiry)
+                                            evict_after=self.evict_after, expiry_width=expiry, early_key=True)
+                    if part.early_key:  # the key of the tuple a stage behind, hashed into a register
+                        m.d.comb += part.next_key.eq(Cat(*(Value.cast(getattr(a_tuple, k)) for k in q.key_fields)))
                 else:
                     part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
                                                expiry_width=expiry)
@@ -268,7 +270,7 @@ class Top(wiring.Component):
             self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy), spill.r_en.eq(self.spill_tready),
         ]
         levels.append(spill.w_level)
-        with m.If(dropping):
+        with m.If(spill_valid):  # counted as it is written (a cycle after the decision: off its path)
             m.d.sync += self.dropped.eq(self.dropped + 1)
 
         # The pipeline advances while every FIFO has room. `en` is a register (it fans out to every

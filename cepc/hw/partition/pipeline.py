@@ -119,39 +119,64 @@ class PipelinePartitioner(wiring.Component):
         else:
             expiry = None
 
-        # which stages swap their element with the next one
+        last = n - 1
+        # Ownership is registered one stage ahead of the token, so the swap decision reads only
+        # registers and the key comparators leave the element-swap path. own_here[i] / own_next[i]
+        # say whether element i / i + 1 holds the key of the token at stage i. They are computed
+        # the cycle before, while that token is at stage i - 1 (or being injected), against the
+        # contents the elements will have after that cycle's swaps and tail write. Tokens are two
+        # stages apart, so in that cycle no token sits at stage i: element i changes only by the
+        # token's own swap at i - 1, element i + 1 only by the swap of the token ahead (at i + 1)
+        # or, for the tail, by that token's write.
+        own_here = [Signal(name=f"own{i}") for i in range(n)]
+        own_next = [Signal(name=f"own_next{i}") for i in range(n - 1)]
         swap = []
-        here, ahead = [], []
         for i in range(n - 1):
             # the key's own element (live or stale) has priority over free ones
-            here_x = Signal(name=f"own{i}")
-            next_x = Signal(name=f"own_next{i}")
-            m.d.comb += [here_x.eq(assoc[i] & (ekey[i] == tk[i])), next_x.eq(assoc[i + 1] & (ekey[i + 1] == tk[i]))]
             s = Signal(name=f"swap{i}")
-            m.d.comb += s.eq(tv[i] & (here_x | (~live[i] & ~next_x)))
+            m.d.comb += s.eq(tv[i] & (own_here[i] | (~live[i] & ~own_next[i])))
             swap.append(s)
-            here.append(here_x)
-            ahead.append(next_x)
-
-        last = n - 1
-        # Whether the tail element is the key's own is known one stage early: tokens are two
-        # stages apart, so nothing else touches the tail while a token waits before it. The key
-        # comparison thus leaves the tail's read-modify-write path.
-        own_tail = Signal()
-        if n >= 2:
-            with m.If(self.en):
-                m.d.sync += own_tail.eq(Mux(swap[last - 1], here[last - 1], ahead[last - 1]))
-        else:
-            m.d.comb += own_tail.eq(assoc[last] & (ekey[last] == tk[last]))
         hit = Signal()
         m.d.comb += [
-            hit.eq(live[last] & own_tail),
+            hit.eq(live[last] & own_here[last]),
             self.out_valid.eq(tv[last]),
             self.out_key.eq(tk[last]),
             self.out_hit.eq(hit),
             self.out_free.eq(~live[last]),
             self.out_state.eq(Mux(hit, estate[last], 0)),
         ]
+
+        # the tail element after this cycle: the token there stores its new state
+        keep = self.next_state[:self._vw].any()
+        alloc = Signal()  # the token takes the free tail element
+        tail_used = Signal()
+        moved = Mux(swap[last - 1], assoc[last - 1], assoc[last]) if n >= 2 else assoc[last]
+        m.d.comb += [alloc.eq(tv[last] & ~hit & ~live[last] & keep), tail_used.eq(moved)]
+        with m.If(tv[last]):
+            with m.If(hit):
+                m.d.comb += tail_used.eq(keep)
+            with m.Elif(alloc):
+                m.d.comb += tail_used.eq(1)
+            with m.Elif(assoc[last] & ~live[last]):  # reclaim a stale element nobody needs now
+                m.d.comb += tail_used.eq(0)
+
+        def owns(j, key):  # element j holds `key` (as it is now)
+            return assoc[j] & (ekey[j] == key)
+
+        with m.If(self.en):
+            for i in range(n):
+                key = self.key if i == 0 else tk[i - 1]  # the token that reaches stage i next
+                if i == 0:
+                    m.d.sync += own_here[0].eq(owns(0, key))
+                else:
+                    m.d.sync += own_here[i].eq(Mux(swap[i - 1], own_here[i - 1], own_next[i - 1]))
+                if i < last:
+                    j = i + 1
+                    if j < last:
+                        m.d.sync += own_next[i].eq(Mux(swap[j], owns(j + 1, key), owns(j, key)))
+                    else:
+                        m.d.sync += own_next[i].eq(tail_used & Mux(alloc, tk[last] == key, ekey[last] == key))
+
         count = Signal(range(n + 1))
         m.d.comb += self.occupied.eq(count)
 
@@ -181,24 +206,24 @@ class PipelinePartitioner(wiring.Component):
                 if expiry:
                     m.d.sync += expiry[j].eq(until)
             # the tail stores the token's new state
-            keep = self.next_state[:self._vw].any()
+            m.d.sync += assoc[last].eq(tail_used)
             with m.If(tv[last]):
                 with m.If(hit):
-                    m.d.sync += [estate[last].eq(self.next_state), assoc[last].eq(keep)]
+                    m.d.sync += estate[last].eq(self.next_state)
                     if expiry:
                         m.d.sync += expiry[last].eq(self.next_expiry)
                     with m.If(~keep):
                         m.d.sync += count.eq(count - 1)
-                with m.Elif(~live[last] & keep):
-                    m.d.sync += [assoc[last].eq(1), ekey[last].eq(tk[last]), estate[last].eq(self.next_state)]
+                with m.Elif(alloc):
+                    m.d.sync += [ekey[last].eq(tk[last]), estate[last].eq(self.next_state)]
                     if timer:
                         m.d.sync += timer[last].eq(TIMER_MAX)
                     if expiry:
                         m.d.sync += expiry[last].eq(self.next_expiry)
                     with m.If(~assoc[last]):
                         m.d.sync += count.eq(count + 1)
-                with m.Elif(assoc[last] & ~live[last]):  # reclaim a stale element nobody needs now
-                    m.d.sync += [assoc[last].eq(0), count.eq(count - 1)]
+                with m.Elif(assoc[last] & ~live[last]):
+                    m.d.sync += count.eq(count - 1)
         # a stale element reaching the tail is reclaimed: its partition's state is lost, once
         if timer or expiry:
             m.d.comb += self.evicted.eq(self.en & tv[last] & assoc[last] & ~live[last])

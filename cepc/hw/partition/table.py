@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import random
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 
 from .pipeline import _signature
@@ -70,7 +70,8 @@ class TablePartitioner(wiring.Component):
     """
 
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
-                 ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None):
+                 ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
+                 early_key: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -90,7 +91,13 @@ class TablePartitioner(wiring.Component):
         self.entry_width = state_width + self.tag_width + (expiry_width or 0) + (STAMP_BITS if evict_after else 0)
         self.word_width = self.entry_width * self.ways
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
-        super().__init__(_signature(key_width, state_width, expiry_width or 1))
+        signature = _signature(key_width, state_width, expiry_width or 1)
+        self.early_key = early_key and not self.direct
+        if self.early_key:
+            # the key one enabled cycle ahead (what ``key`` will be after the next enabled edge): its
+            # hash is registered, so the block RAM address comes from flip-flops, not a tree of XORs
+            signature["next_key"] = wiring.In(key_width)
+        super().__init__(signature)
 
     def index(self, key) -> int:
         """The bucket of a key (an int), as the hardware computes it."""
@@ -124,21 +131,30 @@ class TablePartitioner(wiring.Component):
 
         ib = max(1, self.index_bits)
         # --- reset sweep: a synchronous reset empties the table, if anything was written -----------
+        # `alive` is the one register here that a reset clears: low in the cycle after any reset,
+        # the domain's own or one a ResetInserter adds (the board top's sync domain has none)
+        alive = Signal()
         dirty = Signal(reset_less=True)
         sweeping = Signal(reset_less=True)
         sweep_at = Signal(ib, reset_less=True)
-        with m.If(ResetSignal()):
+        m.d.sync += alive.eq(1)
+        with m.If(~alive):
             m.d.sync += [sweeping.eq(dirty), sweep_at.eq(0)]
         with m.Elif(sweeping):
             m.d.sync += sweep_at.eq(sweep_at + 1)
             with m.If(sweep_at == self.buckets - 1):
                 m.d.sync += [sweeping.eq(0), dirty.eq(0)]
-        m.d.comb += self.slot.eq(~sweeping)
+        m.d.comb += self.slot.eq(alive & ~sweeping)
 
         # --- stage 1: address ------------------------------------------------------------------------
         v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
         index0 = Signal(ib)
-        m.d.comb += [index0.eq(index_of(self.key)), rd.addr.eq(index0), rd.en.eq(self.en)]
+        if self.early_key:  # index_of(key) by construction: both move on the same enabled edges from 0
+            with m.If(self.en):
+                m.d.sync += index0.eq(index_of(self.next_key))
+        else:
+            m.d.comb += index0.eq(index_of(self.key))
+        m.d.comb += [rd.addr.eq(index0), rd.en.eq(self.en)]
 
         # the write of this cycle (stage 3), and the last two, for forwarding
         we, w_index, w_data = Signal(), Signal(ib), Signal(self.word_width)

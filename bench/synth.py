@@ -1,0 +1,125 @@
+"""Synthesis benchmark: every example on an ECP5 and an iCE40 board, through `cepc synth`'s flow.
+
+For each example and board: resources (LUTs or logic cells, flip-flops, block
+RAM, carry cells), Fmax from nextpnr, whether the issue's target is met (ECP5
+≥ 150 MHz on the ULX3S-85F, iCE40 ≥ 50 MHz on the iCEBreaker), and the
+tuples per second that Fmax implies (a tuple every other cycle with the
+pipeline partitioner). Writes bench/results/synth.json and synth.md and exits
+1 if any target is missed or any design does not fit.
+
+    python bench/synth.py [--boards ulx3s-85f,icebreaker] [--examples marathon,network,mshape] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cepc import __version__  # noqa: E402
+from cepc.errors import CepcError  # noqa: E402
+from cepc.lang.check import check  # noqa: E402
+from cepc.lang.parse import parse_file  # noqa: E402
+from cepc.synth import flow  # noqa: E402
+
+EXAMPLES = {"marathon": "examples/marathon/marathon.sql", "network": "examples/network/network.sql",
+            "mshape": "examples/mshape/mshape.sql", "finance0": "examples/finance/finance0/finance0.sql",
+            "finance2": "examples/finance/finance2/finance2.sql", "finance5": "examples/finance/finance5/finance5.sql"}
+TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (the board clock may be higher)
+
+
+def run_one(example: str, board: str, seed: int, build: Path) -> dict:
+    checked = check(parse_file(ROOT / EXAMPLES[example]))
+    opts = flow.SynthOptions(board=board, out_dir=build / board / example, seed=seed, allow_timing_fail=True,
+                             pack=False)
+    t0 = time.perf_counter()
+    steps = []
+    try:
+        result = flow.synthesize(checked, opts, lambda s: steps.append(s))
+    except CepcError as e:
+        return {"example": example, "board": board, "error": str(e), "target_mhz": TARGETS_MHZ[board],
+                "met": False, "seconds": round(time.perf_counter() - t0, 1)}
+    s = result.summary
+    res = s["resources"]
+    clock = s["clocks"][0]
+    return {
+        "example": example, "board": board, "device": s["device"], "partitioner": s["options"]["partitioner"],
+        "partitions": s["options"]["partitions"],
+        "lut": res["lut"]["used"], "lut_available": res["lut"]["available"], "lut_percent": res["lut"]["percent"],
+        "ff": res["ff"]["used"], "bram": res["bram"]["used"], "bram_available": res["bram"]["available"],
+        "carry": res["carry"]["used"],
+        "fmax_mhz": clock["achieved_mhz"], "clock_mhz": s["options"]["clock_mhz"],
+        "target_mhz": TARGETS_MHZ[board], "met": clock["achieved_mhz"] >= TARGETS_MHZ[board],
+        "clock_met": clock["met"], "tuples_per_cycle": s["tuples_per_cycle"],
+        "tuples_per_second_at_fmax": s["tuples_per_second_at_fmax"],
+        "tuples_per_second_uart": s["tuples_per_second_uart"],
+        "critical_path": s["critical_paths"][0]["summary"] if s["critical_paths"] else None,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def markdown(rows: list[dict], seed: int) -> str:
+    lines = [
+        "# Synthesis",
+        "",
+        f"`make bench-synth` (cepc {__version__}): every example through `cepc synth`'s flow (Yosys, nextpnr with "
+        f"one thread and seed {seed}, router2), on the partitioner and size `--partitioner auto` picks for the board's device, at the board's clock. Targets (the issue's): "
+        "Fmax ≥ 150 MHz on the ECP5-85F, ≥ 50 MHz on the iCE40UP5K. LUT: ECP5 LUT4s (TRELLIS_COMB), iCE40 logic "
+        "cells; carry: CCU2C / SB_CARRY cells. Tuples/s: Fmax × tuples per cycle (½ with the pipeline partitioner). "
+        "UART: what the 3 Mbaud host link carries.",
+        "",
+        "| example | board | partitions | LUT | FF | BRAM | carry | Fmax MHz | target | met | tuples/s at Fmax "
+        "| UART tuples/s | P&R s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['example']} | {r['board']} | | | | | | | {r['target_mhz']:g} | **no**: {r['error']} "
+                         f"| | | {r['seconds']} |")
+            continue
+        lines.append(
+            f"| {r['example']} | {r['board']} ({r['device']}) | {r['partitions']} | {r['lut']:,} ({r['lut_percent']:.0f}%) "
+            f"| {r['ff']:,} | {r['bram']} | {r['carry']} | {r['fmax_mhz']:.1f} | {r['target_mhz']:g} "
+            f"| {'yes' if r['met'] else '**no**'} | {r['tuples_per_second_at_fmax'] / 1e6:.1f} M "
+            f"| {r['tuples_per_second_uart']:,} | {r['seconds']} |")
+    lines += ["", "Critical paths (nextpnr):", ""]
+    for r in rows:
+        if r.get("critical_path"):
+            lines.append(f"* {r['example']} on {r['board']}: {r['critical_path']}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--boards", default=",".join(TARGETS_MHZ))
+    p.add_argument("--examples", default=",".join(EXAMPLES))
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--build", default=str(ROOT / "build" / "bench-synth"))
+    p.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = p.parse_args()
+    rows = []
+    for board in args.boards.split(","):
+        for example in args.examples.split(","):
+            print(f"== {example} on {board}", file=sys.stderr, flush=True)
+            row = run_one(example, board, args.seed, Path(args.build))
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            rows.append(row)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "synth.json").write_text(json.dumps({"cepc_version": __version__, "seed": args.seed, "results": rows},
+                                               indent=2) + "\n")
+    (out / "synth.md").write_text(markdown(rows, args.seed))
+    missed = [r for r in rows if not r["met"]]
+    for r in missed:
+        why = r.get("error") or f"Fmax {r['fmax_mhz']:.1f} MHz < {r['target_mhz']:g} MHz"
+        print(f"target missed: {r['example']} on {r['board']}: {why}", file=sys.stderr)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

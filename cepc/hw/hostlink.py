@@ -1,0 +1,459 @@
+"""The UART host link: a compiled :class:`~cepc.hw.top.Top` behind the protocol of :mod:`cepc.protocol`.
+
+```
+rx ─► UART ─► SLIP ─► frame check (CRC, seq) ─► receive buffer (BRAM) ─► drain ─► Top s_t*
+                                  │ STATUS / RESET                 committed frames, one packet each
+tx ◄─ UART ◄─ SLIP ◄─ frame builder (CRC) ◄── STATUS > ACK > MATCHES (Top m_t*) > SPILL (Top spill_t*)
+```
+
+Board independent: the board top (:mod:`cepc.hw.board_top`) adds the clock,
+reset and pins; the cocotb bench of ``cepc run`` drives this component's
+``rx`` and ``tx`` directly.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, ResetInserter, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .. import protocol as P
+from .top import Top
+from .uart import UartRx, UartTx
+
+LINK_COUNTER_WIDTH = 32
+
+
+def _dp16kd_ports(prefix: str, addr: Value, n: int = 14) -> dict:
+    # 2048 × 9: the word address sits in address bits 13..3
+    return {f"i_{prefix}{i}": (addr[i - 3] if i >= 3 else 0) for i in range(n)}
+
+
+def crc16_byte(crc: Value, byte: Value) -> Value:
+    """CRC-16/CCITT-FALSE of ``crc`` extended by ``byte`` (MSB first): an XOR network."""
+    bits = [crc[i] for i in range(16)]
+    for i in reversed(range(8)):
+        fb = bits[15] ^ byte[i]
+        bits = [fb] + [bits[k - 1] ^ fb if k in (5, 12) else bits[k - 1] for k in range(1, 16)]
+    return Cat(*bits)
+
+
+class HostLink(wiring.Component):
+    """A compiled design behind a UART speaking :mod:`cepc.protocol`.
+
+    ``rx``/``tx``: the UART lines (8N1, ``clock_hz / baud`` cycles per bit).
+    ``reset``: resets the link and the design (registered, like a RESET frame).
+    ``activity`` pulses on each UART byte either way, ``error`` stays high once a
+    frame was discarded or a tuple dropped or malformed (until a RESET frame).
+
+    Frames are stored whole in a ``buffer_bytes`` receive buffer (a power of
+    two) and checked before any byte reaches the design, so a corrupt frame
+    is never parsed; at most ``buffer_frames`` accepted frames wait in it.
+    The design sees each frame as one packet on an 8-bit bus. A RESET frame
+    resets the design (one cycle of its synchronous reset), the buffer, the
+    sequence numbers and the counters, and is answered with a STATUS frame.
+    """
+
+    def __init__(self, top: Top, *, clock_hz: int, baud: int, divisor: int, buffer_bytes: int = 4096,
+                 buffer_frames: int = 16, design_id: int = 0):
+        if top.bus_width != 8:
+            raise ValueError(f"the host link feeds the design one byte per cycle: its bus width must be 8, "
+                             f"not {top.bus_width}")
+        if buffer_bytes < 256 or buffer_bytes & (buffer_bytes - 1) or buffer_bytes >= 1 << 16:
+            raise ValueError(f"the receive buffer must be a power of two from 256 to 32768 bytes, not {buffer_bytes}")
+        if not 1 <= buffer_frames <= 255:
+            raise ValueError(f"the receive buffer holds 1 to 255 frames, not {buffer_frames}")
+        self.top = top
+        self.clock_hz, self.baud, self.divisor = int(clock_hz), int(baud), divisor
+        self.buffer_bytes, self.buffer_frames = buffer_bytes, buffer_frames
+        self.design_id = design_id & 0xFFFFFFFF
+        self.record_bytes = top.record_width // 8
+        self.tuple_bytes = top.tuple_width // 8
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "activity": Out(1), "error": Out(1),
+                          "reset": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        top = self.top
+        k = (self.buffer_bytes - 1).bit_length()  # address bits
+        # A RESET frame sets `reset_pending`; once the transmitter is between frames (so no frame is
+        # cut short on the wire), `soft_rst` rises and resets everything below: the design, the link
+        # and its counters, the UARTs. The reset of all of it is one register, `rst_all` (the
+        # `reset` input or `soft_rst`), so a board top whose domain has no reset of its own drives
+        # every flip-flop's reset straight from a flip-flop.
+        soft_rst = Signal()
+        reset_pending = Signal()
+        rst_all = Signal()
+        m.submodules.design = top
+        m.submodules.uart_rx = urx = UartRx(self.divisor)
+        m.submodules.uart_tx = utx = UartTx(self.divisor)
+        m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx)]
+        m.d.comb += self.activity.eq(urx.valid | (utx.bytes.valid & utx.bytes.ready))
+
+        # --- link state (reset by a RESET frame) ----------------------------------------------------
+        rx_frames = Signal(LINK_COUNTER_WIDTH)
+        rx_crc_errors = Signal(LINK_COUNTER_WIDTH)
+        rx_rejected = Signal(LINK_COUNTER_WIDTH)
+        tx_frames = Signal(LINK_COUNTER_WIDTH)
+        expect = Signal(8)  # seq of the next TUPLES frame to accept
+        drained = Signal(8)  # TUPLES frames passed into the design
+        ack_pending = Signal()
+        nak_pending = Signal()  # the next ACK says a frame was missed (go back to `expect`)
+        nak_sent = Signal()  # one NAK per gap: none again until a frame is accepted
+        status_pending = Signal(init=1)  # announce ourselves after configuration and after a RESET
+        sticky_error = Signal()
+        m.d.comb += self.error.eq(sticky_error)
+        with m.If((top.dropped != 0) | (top.malformed != 0)):
+            m.d.sync += sticky_error.eq(1)
+
+        # --- receive buffer: write pointer, commit pointer, read pointer (k + 1 bits) ---------------
+        # each byte carries a ninth bit: the last byte of its frame (set when the frame is committed)
+        # Writes are registered on their way to the RAM (its pins are far). Reads take two cycles:
+        # the read itself, then a register — on ECP5 the block RAM's own output register (its
+        # clock-to-out without it, 5.8 ns, is most of a 150 MHz cycle), elsewhere a flip-flop.
+        w_en, w_addr, w_data = Signal(), Signal(k), Signal(9)
+        m.d.sync += w_en.eq(0)
+        r_addr = Signal(k)
+        r_data = Signal(9)  # the byte at r_addr two cycles ago
+        if getattr(platform, "family", None) == "ecp5" and self.buffer_bytes == 2048:
+            dob = Signal(18)
+            m.submodules.buffer = self._dp16kd(w_en, w_addr, w_data, r_addr, dob)
+            m.d.comb += r_data.eq(dob[:9])
+        else:
+            m.submodules.buffer = mem = Memory(shape=9, depth=self.buffer_bytes, init=[])
+            wr = mem.write_port()
+            rd = mem.read_port()
+            m.d.comb += [wr.en.eq(w_en), wr.addr.eq(w_addr), wr.data.eq(w_data), rd.addr.eq(r_addr), rd.en.eq(1)]
+            m.d.sync += r_data.eq(rd.data)
+        wptr = Signal(k + 1)
+        commit = Signal(k + 1)
+        rptr = Signal(k + 1)
+        queued = Signal(range(self.buffer_frames + 1))  # accepted frames not yet drained
+        recent = Signal(24)  # the last three bytes written: a frame's last payload byte and its CRC
+        full = Signal()  # a register: bytes arrive ten bit times apart, pointers move between them
+        m.d.sync += full.eq((wptr - rptr)[:k + 1] == self.buffer_bytes)
+
+        # --- SLIP decoder (its outputs are registers) ----------------------------------------------------
+        esc = Signal()
+        byte = Signal(8)
+        byte_valid = Signal()
+        end = Signal()
+        bad_byte = Signal()  # an invalid escape or a UART framing error
+        m.d.sync += [byte_valid.eq(0), end.eq(0), bad_byte.eq(urx.error)]
+        with m.If(urx.valid):
+            with m.If(urx.data == P.END):
+                m.d.sync += [end.eq(1), esc.eq(0)]
+            with m.Elif(esc):
+                m.d.sync += [esc.eq(0), byte.eq(Mux(urx.data == P.ESC_END, P.END, P.ESC))]
+                with m.If((urx.data == P.ESC_END) | (urx.data == P.ESC_ESC)):
+                    m.d.sync += byte_valid.eq(1)
+                with m.Else():
+                    m.d.sync += bad_byte.eq(1)
+            with m.Elif(urx.data == P.ESC):
+                m.d.sync += esc.eq(1)
+            with m.Else():
+                m.d.sync += [byte.eq(urx.data), byte_valid.eq(1)]
+
+        # --- frame check --------------------------------------------------------------------------------
+        pos = Signal(range(3))  # bytes of the frame so far: 0, 1, 2 or more
+        ftype = Signal(8)
+        fseq = Signal(8)
+        crc = Signal(16, init=0xFFFF)
+        body = Signal(range(self.buffer_bytes + 2))  # bytes after the header (payload + CRC), saturating
+        bad = Signal()  # bad escape or UART framing error inside the frame
+        over = Signal()  # a TUPLES frame that did not fit the buffer
+        with m.If(bad_byte):
+            m.d.sync += bad.eq(1)
+        with m.If(byte_valid):
+            m.d.sync += crc.eq(crc16_byte(crc, byte))
+            with m.If(pos == 0):
+                m.d.sync += [ftype.eq(byte), pos.eq(1)]
+            with m.Elif(pos == 1):
+                m.d.sync += [fseq.eq(byte), pos.eq(2)]
+            with m.Else():
+                with m.If(body != self.buffer_bytes + 1):
+                    m.d.sync += body.eq(body + 1)
+                with m.If(ftype == P.TUPLES):
+                    with m.If(full | over):
+                        m.d.sync += over.eq(1)
+                    with m.Else():
+                        m.d.sync += [w_addr.eq(wptr[:k]), w_data.eq(byte), w_en.eq(1)]
+                        m.d.sync += [wptr.eq(wptr + 1), recent.eq(Cat(recent[8:], byte))]
+
+        # The verdict on a frame takes two cycles (bytes come ten bit times apart, so nothing else
+        # changes meanwhile): at END the checks are registered, the cycle after they are acted on.
+        decide = Signal()  # the cycle after END
+        f_frame = Signal()  # not an empty frame
+        f_good = Signal()  # CRC right, long enough, no bad byte
+        f_take = Signal()  # a TUPLES frame to accept, if good
+        f_ahead = Signal()  # a TUPLES frame at or after the expected seq (not an old copy)
+        f_kind = Signal(8)
+        last_addr = Signal(k + 1)  # the frame's last payload byte
+        end_commit = Signal(k + 1)  # the commit pointer if it is accepted
+        m.d.sync += decide.eq(end)
+        with m.If(end):
+            m.d.sync += [
+                pos.eq(0), crc.eq(0xFFFF), body.eq(0), bad.eq(0), over.eq(0),
+                f_frame.eq((pos != 0) | bad),
+                f_good.eq(~bad & (crc == 0) & (pos == 2) & (body >= P.CRC_BYTES)),
+                f_take.eq((ftype == P.TUPLES) & ~over & (fseq == expect) & (body > P.CRC_BYTES)
+                          & (queued != self.buffer_frames)),
+                f_ahead.eq((ftype == P.TUPLES) & ~(fseq - expect)[7]),
+                f_kind.eq(ftype),
+                last_addr.eq(wptr - 3), end_commit.eq(wptr - P.CRC_BYTES),
+            ]
+        accept = Signal()
+        m.d.comb += accept.eq(decide & f_frame & f_good & f_take)
+        with m.If(decide & f_frame):
+            with m.If(accept):
+                m.d.sync += [wptr.eq(end_commit), expect.eq(expect + 1),
+                             rx_frames.eq(rx_frames + 1), ack_pending.eq(1), nak_sent.eq(0)]
+                # mark the frame's last payload byte (three bytes back) as its last
+                m.d.sync += [w_addr.eq(last_addr[:k]), w_data.eq(Cat(recent[:8], 1)), w_en.eq(1)]
+            with m.Else():
+                m.d.sync += wptr.eq(commit)  # roll the frame back
+                with m.If(~f_good):
+                    m.d.sync += [rx_crc_errors.eq(rx_crc_errors + 1), sticky_error.eq(1)]
+                with m.Elif(f_kind == P.STATUS_REQUEST):
+                    m.d.sync += status_pending.eq(1)
+                with m.Elif(f_kind == P.RESET):
+                    m.d.sync += reset_pending.eq(1)
+                with m.Else():
+                    m.d.sync += [rx_rejected.eq(rx_rejected + 1), sticky_error.eq(1)]
+                    # one NAK per gap
+                    with m.If(f_ahead & ~nak_sent):
+                        m.d.sync += [nak_pending.eq(1), nak_sent.eq(1), ack_pending.eq(1)]
+        # the frame becomes readable once its last byte's mark is in the RAM
+        published = Signal()
+        m.d.sync += published.eq(accept)
+        with m.If(published):
+            m.d.sync += commit.eq(end_commit)
+
+        # --- drain: committed bytes into the design, one packet per frame --------------------------------
+        # The read port reads `rptr` every cycle (no enable: its fan-out to the block RAMs would be
+        # a long path); a byte is issued by moving `rptr` on, and lands in `o_data` two cycles
+        # after. One byte at a time: a byte every four cycles is still far more than the UART brings.
+        inflight = Signal(2)  # a byte issued one / two cycles ago
+        o_valid = Signal()
+        o_data = Signal(9)
+        issue = Signal()
+        drain_last = Signal()
+        m.d.comb += [
+            issue.eq((rptr != commit) & ~o_valid & ~inflight.any()),
+            r_addr.eq(rptr[:k]),
+            top.s_tdata.eq(o_data[:8]), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(o_data[8]),
+            drain_last.eq(o_valid & top.s_tready & o_data[8]),
+        ]
+        m.d.sync += inflight.eq(Cat(issue, inflight[0]))
+        with m.If(issue):
+            m.d.sync += rptr.eq(rptr + 1)
+        with m.If(inflight[1]):
+            m.d.sync += [o_data.eq(r_data), o_valid.eq(1)]
+        with m.Elif(top.s_tready):
+            m.d.sync += o_valid.eq(0)
+        with m.If(drain_last):
+            m.d.sync += [drained.eq(drained + 1), ack_pending.eq(1)]
+        m.d.sync += queued.eq(queued + accept - drain_last)
+
+        # idle: nothing in the buffer or the design for longer than its latency
+        quiet_limit = top.latency + 32
+        quiet = Signal(range(quiet_limit + 1))
+        busy = (rptr != commit) | inflight.any() | o_valid | top.m_tvalid | top.spill_tvalid
+        with m.If(busy):
+            m.d.sync += quiet.eq(0)
+        with m.Elif(quiet != quiet_limit):
+            m.d.sync += quiet.eq(quiet + 1)
+        idle = Signal()
+        m.d.comb += idle.eq(quiet == quiet_limit)
+
+        # --- status words (protocol.STATUS_WORDS) ----------------------------------------------------------
+        def counter(value):
+            return Value.cast(value)[:48]
+
+        info = Cat(Const(P.VERSION, 8), idle, Const(0, 7), expect, drained, Const(self.tuple_bytes, 16))
+        words = [
+            info,
+            Cat(Const(self.design_id, 32), Const(self.record_bytes, 16)),
+            Cat(Const(self.clock_hz, 32), Const(self.buffer_bytes, 16)),
+            Cat(Const(self.baud, 32), Const(self.buffer_frames, 8), Const(0, 8)),
+            *(counter(getattr(top, name)) for name in P.DESIGN_COUNTERS),
+            rx_frames, rx_crc_errors, rx_rejected, tx_frames,
+        ]
+        assert len(words) == len(P.STATUS_WORDS)
+
+        # --- frame builder -------------------------------------------------------------------------------------
+        # The frame FSM loads one byte at a time into `ob` (or a raw END); the SLIP escaper sends
+        # it into the UART, and the CRC takes each data byte as the escaper takes it. Records and
+        # spilled tuples are sent straight from the design's output registers, a byte at a time
+        # (one-hot byte selects), and taken (popped) after their last byte: a record counted in
+        # `matches_out` is always in a frame already under way, so a STATUS frame never counts a
+        # record the host has not received.
+        ob = Signal(8)
+        ob_valid = Signal()
+        ob_end = Signal()  # a raw END, not escaped, not in the CRC
+        take = Signal()  # the escaper takes `ob` this cycle
+        load = Signal()  # the FSM may load `ob` this cycle
+        escaping = Signal()
+        escaped = Signal(8)
+        special = Signal()
+        tx_crc = Signal(16, init=0xFFFF)
+        m.d.comb += [
+            special.eq((ob == P.END) | (ob == P.ESC)),
+            utx.bytes.valid.eq(escaping | ob_valid),
+            utx.bytes.payload.eq(Mux(escaping, escaped, Mux(ob_end, P.END, Mux(special, P.ESC, ob)))),
+            take.eq(~escaping & ob_valid & utx.bytes.ready),
+            load.eq(~ob_valid | take),
+        ]
+        with m.If(utx.bytes.ready & escaping):
+            m.d.sync += escaping.eq(0)
+        with m.If(take):
+            m.d.sync += ob_valid.eq(0)
+            with m.If(~ob_end):
+                m.d.sync += tx_crc.eq(crc16_byte(tx_crc, ob))
+                with m.If(special):
+                    m.d.sync += [escaping.eq(1), escaped.eq(Mux(ob == P.END, P.ESC_END, P.ESC_ESC))]
+
+        def emit(value, end=False):
+            m.d.sync += [ob.eq(value), ob_valid.eq(1), ob_end.eq(end)]
+
+        pay = Signal(48)  # the status word or ACK being sent, low byte first
+        units = Signal(range(max(P.MAX_RECORDS_PER_FRAME, len(words)) + 1))  # units started
+        kind = Signal(8)
+        tx_seq = Signal(8)
+        staged = Signal(8)  # the payload byte to send next
+        # the status word of the next unit, registered (a wide multiplexer)
+        status_word = Signal(48)
+        with m.Switch(units):
+            for i, w in enumerate(words):
+                with m.Case(i):
+                    m.d.sync += status_word.eq(w)
+        # one-hot byte selects over the record and the spilled tuple
+        record_sel = Signal(self.record_bytes, init=1)
+        spill_sel = Signal(self.tuple_bytes, init=1)
+        pay_left = Signal(range(P.STATUS_WORD_BYTES + 1))
+
+        def select(sel, data, n):
+            acc = 0
+            for i in range(n):
+                acc = acc | (Value.cast(data)[8 * i:8 * i + 8] & sel[i].replicate(8))
+            return acc
+
+        record_byte = select(record_sel, top.m_tdata, self.record_bytes)
+        spill_byte = select(spill_sel, top.spill_tdata, self.tuple_bytes)
+
+        def start(frame_kind, first=0):
+            m.d.sync += [kind.eq(frame_kind), pay.eq(first), pay_left.eq(P.ACK_BYTES if frame_kind == P.ACK else 6),
+                         units.eq(1), tx_crc.eq(0xFFFF), record_sel.eq(1), spill_sel.eq(1)]
+            m.next = "begin"
+
+        with m.FSM(name="tx"):
+            with m.State("idle"):
+                m.d.sync += soft_rst.eq(reset_pending & ~ob_valid & ~escaping & utx.bytes.ready)
+                with m.If(~ob_valid & ~reset_pending):
+                    with m.If(status_pending):
+                        m.d.sync += status_pending.eq(0)
+                        start(P.STATUS, words[0])
+                    with m.Elif(ack_pending):
+                        m.d.sync += [ack_pending.eq(0), nak_pending.eq(0)]
+                        start(P.ACK, Cat(expect, drained, nak_pending))
+                    with m.Elif(top.m_tvalid):
+                        start(P.MATCHES)
+                    with m.Elif(top.spill_tvalid):
+                        start(P.SPILL)
+            with m.State("begin"):  # an END first: whatever came before (a frame cut by a RESET) ends
+                with m.If(load):
+                    emit(0, end=True)
+                    m.next = "type"
+            with m.State("type"):
+                with m.If(load):
+                    emit(kind)
+                    m.next = "seq"
+            with m.State("seq"):
+                with m.If(load):
+                    emit(tx_seq)
+                    m.next = "payload"
+            with m.State("payload"):  # the next byte into a register first (a wide multiplexer)
+                with m.Switch(kind):
+                    with m.Case(P.MATCHES):
+                        m.d.sync += staged.eq(record_byte)
+                    with m.Case(P.SPILL):
+                        m.d.sync += staged.eq(spill_byte)
+                    with m.Default():  # STATUS, ACK
+                        m.d.sync += staged.eq(pay[:8])
+                m.next = "emit"
+            with m.State("emit"):
+                with m.If(load):
+                    emit(staged)
+                    m.next = "payload"
+                    with m.Switch(kind):
+                        with m.Case(P.MATCHES):
+                            m.d.sync += record_sel.eq(record_sel.rotate_left(1))
+                            with m.If(record_sel[-1]):
+                                m.next = "pop"
+                        with m.Case(P.SPILL):
+                            m.d.sync += spill_sel.eq(spill_sel.rotate_left(1))
+                            with m.If(spill_sel[-1]):
+                                m.next = "pop"
+                        with m.Default():  # STATUS, ACK
+                            m.d.sync += [pay.eq(pay >> 8), pay_left.eq(pay_left - 1)]
+                            with m.If(pay_left == 1):
+                                m.next = "next"
+            with m.State("pop"):  # the record or tuple is sent: take it from the design
+                m.d.comb += [top.m_tready.eq(kind == P.MATCHES), top.spill_tready.eq(kind == P.SPILL)]
+                m.next = "next"
+            with m.State("next"):  # another unit in this frame, or the CRC
+                m.next = "crc_hi"
+                with m.Switch(kind):
+                    with m.Case(P.STATUS):
+                        with m.If(units != len(words)):
+                            m.d.sync += [pay.eq(status_word), pay_left.eq(P.STATUS_WORD_BYTES), units.eq(units + 1)]
+                            m.next = "payload"
+                    with m.Case(P.MATCHES):
+                        with m.If(top.m_tvalid & (units != P.MAX_RECORDS_PER_FRAME)):
+                            m.d.sync += units.eq(units + 1)
+                            m.next = "payload"
+                    with m.Case(P.SPILL):
+                        with m.If(top.spill_tvalid & (units != P.MAX_RECORDS_PER_FRAME)):
+                            m.d.sync += units.eq(units + 1)
+                            m.next = "payload"
+            with m.State("crc_hi"):
+                with m.If(~ob_valid & ~escaping):  # the last data byte is in the CRC
+                    emit(tx_crc[8:])
+                    m.next = "crc_lo"
+            with m.State("crc_lo"):
+                with m.If(load):
+                    emit(tx_crc[:8])
+                    m.next = "end"
+            with m.State("end"):
+                with m.If(load):
+                    emit(0, end=True)
+                    m.d.sync += [tx_seq.eq(tx_seq + 1), tx_frames.eq(tx_frames + 1)]
+                    m.next = "idle"
+
+        outer = Module()
+        outer.d.sync += rst_all.eq(self.reset | soft_rst)
+        outer.submodules.link = ResetInserter(rst_all)(m)
+        return outer
+
+    def _dp16kd(self, w_en, w_addr, w_data, r_addr, dob) -> Instance:
+        """The 2 KiB receive buffer as one ECP5 DP16KD (2048 × 9), port A writing, port B reading
+        through the block's output register (REGMODE OUTREG)."""
+        ports = {
+            **_dp16kd_ports("ADA", w_addr), **_dp16kd_ports("ADB", r_addr),
+            **{f"i_DIA{i}": (w_data[i] if i < 9 else 0) for i in range(18)},
+            **{f"i_DIB{i}": 0 for i in range(18)},
+            **{f"o_DOB{i}": dob[i] for i in range(18)},
+            **{f"o_DOA{i}": Signal(name=f"buffer_doa{i}") for i in range(18)},
+        }
+        m_inst = Instance(
+            "DP16KD",
+            p_DATA_WIDTH_A=9, p_DATA_WIDTH_B=9, p_REGMODE_A="NOREG", p_REGMODE_B="OUTREG",
+            p_RESETMODE="SYNC", p_ASYNC_RESET_RELEASE="SYNC", p_CSDECODE_A="0b000", p_CSDECODE_B="0b000",
+            p_WRITEMODE_A="NORMAL", p_WRITEMODE_B="NORMAL", p_GSR="AUTO",
+            i_CLKA=ClockSignal(), i_CLKB=ClockSignal(), i_WEA=w_en, i_WEB=0, i_CEA=1, i_CEB=1, i_OCEA=1,
+            i_OCEB=1, i_RSTA=0, i_RSTB=0, i_CSA0=0, i_CSA1=0, i_CSA2=0, i_CSB0=0, i_CSB1=0, i_CSB2=0,
+            **ports,
+        )
+        return m_inst
+

@@ -1,0 +1,130 @@
+"""PLL settings for the board tops: the searches of prjtrellis' ``ecppll`` and icestorm's ``icepll``.
+
+Both tools ship in the YoWASP packages; the tests check that these searches
+pick the same dividers as the tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Instance, Signal
+
+
+@dataclass(frozen=True)
+class Ecp5Pll:
+    """EHXPLLL, feedback from CLKOP: f_out = f_in · CLKFB_DIV / CLKI_DIV, VCO = f_out · CLKOP_DIV."""
+
+    input_hz: float
+    clki_div: int
+    clkfb_div: int
+    clkop_div: int
+
+    @property
+    def output_hz(self) -> float:
+        return self.input_hz * self.clkfb_div / self.clki_div
+
+    @property
+    def vco_hz(self) -> float:
+        return self.output_hz * self.clkop_div
+
+    def instance(self, clk_in, clk_out, locked) -> Instance:
+        return Instance(
+            "EHXPLLL",
+            a_FREQUENCY_PIN_CLKI=f"{self.input_hz / 1e6:g}", a_FREQUENCY_PIN_CLKOP=f"{self.output_hz / 1e6:g}",
+            a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1", a_MFG_GMCREF_SEL="2",
+            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+            p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+            p_CLKI_DIV=self.clki_div, p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=self.clkop_div,
+            # CLKOP shifted by half a period, as ecppll (and Lattice's tools) do
+            p_CLKOP_CPHASE=self.clkop_div // 2, p_CLKOP_FPHASE=0,
+            p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=self.clkfb_div,
+            i_RST=0, i_STDBY=0, i_CLKI=clk_in, o_CLKOP=clk_out, i_CLKFB=clk_out, o_CLKINTFB=Signal(),
+            i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1,
+            i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked,
+        )
+
+
+def ecp5_pll(input_hz: float, output_hz: float) -> Ecp5Pll:
+    """The EHXPLLL dividers whose output is nearest ``output_hz`` (PFD 3.125–400 MHz, VCO
+    400–800 MHz); among equals, the VCO nearest 600 MHz."""
+    best, best_key = None, None
+    fin = input_hz / 1e6
+    want = output_hz / 1e6
+    for clki in range(1, 129):
+        pfd = fin / clki
+        if not 3.125 <= pfd <= 400:
+            continue
+        for fb in range(1, 81):
+            fout = pfd * fb
+            for op in range(1, 129):
+                vco = fout * op
+                if not 400 <= vco <= 800:
+                    continue
+                key = (round(abs(fout - want), 9), abs(vco - 600))
+                if best_key is None or key < best_key:
+                    best, best_key = Ecp5Pll(input_hz, clki, fb, op), key
+    if best is None:
+        raise ValueError(f"no ECP5 PLL setting makes {output_hz / 1e6:g} MHz from {input_hz / 1e6:g} MHz")
+    return best
+
+
+ICE40_FILTER = ((17, 1), (26, 2), (44, 3), (66, 4), (101, 5))
+
+
+@dataclass(frozen=True)
+class Ice40Pll:
+    """SB_PLL40_PAD, simple feedback: f_out = f_in · (DIVF + 1) / ((DIVR + 1) · 2^DIVQ)."""
+
+    input_hz: float
+    divr: int
+    divf: int
+    divq: int
+
+    @property
+    def pfd_hz(self) -> float:
+        return self.input_hz / (self.divr + 1)
+
+    @property
+    def vco_hz(self) -> float:
+        return self.pfd_hz * (self.divf + 1)
+
+    @property
+    def output_hz(self) -> float:
+        return self.vco_hz / 2 ** self.divq
+
+    @property
+    def filter_range(self) -> int:
+        pfd = self.pfd_hz / 1e6
+        return next((r for limit, r in ICE40_FILTER if pfd < limit), 6)
+
+    def instance(self, pad, clk_out, locked) -> Instance:
+        return Instance(
+            "SB_PLL40_PAD",
+            p_FEEDBACK_PATH="SIMPLE", p_DIVR=self.divr, p_DIVF=self.divf, p_DIVQ=self.divq,
+            p_FILTER_RANGE=self.filter_range,
+            i_PACKAGEPIN=pad, i_RESETB=1, i_BYPASS=0, o_PLLOUTGLOBAL=clk_out, o_LOCK=locked,
+        )
+
+
+def ice40_pll(input_hz: float, output_hz: float) -> Ice40Pll:
+    """The SB_PLL40 dividers whose output is nearest ``output_hz`` (PFD 10–133 MHz, VCO
+    533–1066 MHz), the first found in icepll's search order among equals."""
+    best, best_err = None, None
+    fin, want = input_hz / 1e6, output_hz / 1e6
+    for divr in range(16):
+        pfd = fin / (divr + 1)
+        if not 10 <= pfd <= 133:
+            continue
+        for divf in range(128):
+            vco = pfd * (divf + 1)
+            if not 533 <= vco <= 1066:
+                continue
+            for divq in range(1, 7):
+                err = abs(vco / 2 ** divq - want)
+                if best_err is None or err < best_err - 1e-9:
+                    best, best_err = Ice40Pll(input_hz, divr, divf, divq), err
+    if best is None:
+        raise ValueError(f"no iCE40 PLL setting makes {output_hz / 1e6:g} MHz from {input_hz / 1e6:g} MHz")
+    return best

@@ -1,0 +1,382 @@
+"""``cepc synth``: a board top through Yosys, nextpnr and the bitstream packer, all from PyPI (YoWASP).
+
+Amaranth's platform (``boards/``) writes the RTLIL, the Yosys script and the
+pin constraints; this module runs the tools itself, one step at a time, so it
+can show progress, keep each tool's log, and read the reports:
+
+1. ``yosys``: ``synth_ecp5`` / ``synth_ice40``, then ``stat -json`` (cell counts);
+2. ``nextpnr-ecp5`` / ``nextpnr-ice40``: place and route, one thread, with
+   ``--report`` (utilisation, Fmax per clock, critical paths);
+3. ``ecppack`` / ``icepack``: the bitstream — only when timing is met, unless
+   ``allow_timing_fail``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__, protocol, tools
+from ..errors import FitError, TimingError, ToolError, UsageError
+from . import report as rep
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+BOARDS_DIR = ROOT / "boards"
+NAME = "cepc_board"
+
+_boards: dict | None = None
+
+
+def boards() -> dict[str, type]:
+    """The board platforms of ``boards/`` by their ``cepc_name``."""
+    global _boards
+    if _boards is None:
+        init = BOARDS_DIR / "__init__.py"
+        if not init.exists():
+            raise ToolError(f"the board definitions are missing ({BOARDS_DIR}); run cepc from its checkout")
+        spec = importlib.util.spec_from_file_location("cepc_boards", init, submodule_search_locations=[str(BOARDS_DIR)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["cepc_boards"] = module
+        spec.loader.exec_module(module)
+        _boards = dict(module.BOARDS)
+    return _boards
+
+
+def board(name: str) -> type:
+    known = boards()
+    if name not in known:
+        raise UsageError(f"unknown board {name!r}; cepc knows " + ", ".join(sorted(known)))
+    return known[name]
+
+
+def family(platform_cls: type) -> str:
+    fam = getattr(platform_cls, "family", None)
+    if fam == "ecp5" or str(getattr(platform_cls, "device", "")).startswith("LFE5"):
+        return "ecp5"
+    if str(getattr(platform_cls, "device", "")).startswith("iCE40"):
+        return "ice40"
+    raise UsageError(f"board {platform_cls.cepc_name!r}: cepc synthesises for ECP5 and iCE40 only")
+
+
+@dataclass
+class SynthOptions:
+    board: str
+    out_dir: Path | None = None  # default build/synth/<board>
+    freq_mhz: float | None = None  # default: the board's
+    baud: int | None = None
+    partitioner: str = "auto"
+    partitions: int | None = None
+    evict_after: int | None = None
+    max_length: int | None = None
+    seed: int = 1
+    allow_timing_fail: bool = False
+    pack: bool = True
+
+
+@dataclass
+class LinkDesign:
+    """A query's hardware behind the host link, with what the host needs to know."""
+
+    design: object  # DesignPlan
+    top: object  # Top
+    link: object  # HostLink
+    sidecar: dict
+    design_id: int
+
+
+def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
+                evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
+                ways: int | None = None) -> LinkDesign:
+    """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`."""
+    from ..emit.verilog import sidecar
+    from ..hw.hostlink import HostLink
+    from ..hw.top import Top, check_options
+    from ..hw.uart import divisor
+
+    try:
+        check_options(8, partitions, partitioner, evict_after)
+        div = divisor(clock_hz, baud)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
+              ways=ways)
+    side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
+                                 **(options or {})})
+    did = protocol.design_id(side)
+    link = HostLink(top, clock_hz=int(round(clock_hz)), baud=baud, divisor=div, buffer_bytes=buffer_bytes,
+                    buffer_frames=buffer_frames, design_id=did)
+    side["host_link"] = {"protocol_version": protocol.VERSION, "design_id": did, "clock_hz": int(round(clock_hz)),
+                         "baud": baud, "divisor": div, "buffer_bytes": buffer_bytes, "buffer_frames": buffer_frames}
+    return LinkDesign(design, top, link, side, did)
+
+
+@dataclass
+class SynthResult:
+    report: rep.SynthReport
+    summary: dict  # what --report writes
+    bitstream: Path | None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+Progress = Callable[[str], None]
+
+
+def _run(cmd: list[str], cwd: Path, log_path: Path, what: str, on_line: Callable[[str], None],
+         watch: Path | None = None) -> str:
+    """Run a tool with its output in ``log_path``; the lines of ``watch`` (the tool's own log,
+    which it flushes as it goes; default ``log_path``) go to ``on_line`` while it runs.
+    Returns the output; ToolError on failure."""
+    watch = watch or log_path
+    if watch != log_path:
+        watch.unlink(missing_ok=True)
+    with open(log_path, "w") as log:
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        except OSError as e:
+            raise ToolError(f"cannot run {cmd[0]}: {e.strerror}", cmd) from None
+        seen = 0
+        partial = ""
+        while True:
+            finished = proc.poll() is not None
+            if watch.exists():
+                with open(watch, errors="replace") as fh:
+                    fh.seek(seen)
+                    chunk = fh.read()
+                    seen = fh.tell()
+                lines = (partial + chunk).split("\n")
+                partial = lines.pop()
+                for line in lines:
+                    on_line(line)
+            if finished:
+                break
+            time.sleep(0.2)
+    text = log_path.read_text(errors="replace")
+    if proc.returncode != 0:
+        raise ToolError(f"{what} failed (exit status {proc.returncode}); the whole log is {log_path}", cmd,
+                        _tail(text))
+    return text
+
+
+def _tail(text: str, n: int = 25) -> str:
+    lines = text.rstrip("\n").splitlines()
+    errors = [line for line in lines if "ERROR" in line or "Error" in line]
+    tail = lines[-n:]
+    return "\n".join(([*errors[-5:], "…"] if errors and errors[-1] not in tail else []) + tail)
+
+
+_YOSYS_PASS = re.compile(r"^\d+(?:\.\d+)*\. Executing (.+?)(?: pass)?[ .(]")
+_NEXTPNR_PHASES = [
+    ("Info: Packing", "packing"), ("Info: Running main analytical placer", "placing (analytical)"),
+    ("Info: Running simulated annealing placer", "placing (annealing)"), ("Info: Routing", "routing"),
+    ("Info: Max frequency", "timing"), ("Info: Program finished", "done"),
+]
+
+
+def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None) -> SynthResult:
+    """Synthesise ``checked`` for ``opts.board``; raises FitError, TimingError or ToolError."""
+    from ..hw import sizing
+    from ..hw.board_top import BoardTop
+    from ..hw.pll import ecp5_pll, ice40_pll
+    from ..nfa.lower import lower
+
+    plat_cls = board(opts.board)
+    fam = family(plat_cls)
+    out = Path(opts.out_dir or Path("build") / "synth" / opts.board)
+    out.mkdir(parents=True, exist_ok=True)
+    freq = float(opts.freq_mhz or plat_cls.cepc_freq_mhz)
+    baud = int(opts.baud or plat_cls.cepc_baud)
+    if freq <= 0:
+        raise UsageError(f"--freq must be positive, not {freq:g}")
+    platform = plat_cls()
+    osc = platform.default_clk_frequency
+    try:
+        pll = (ecp5_pll if fam == "ecp5" else ice40_pll)(osc, freq * 1e6)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if abs(pll.output_hz - freq * 1e6) > 0.02 * freq * 1e6:
+        raise UsageError(f"the PLL cannot make {freq:g} MHz from the board's {osc / 1e6:g} MHz; the nearest is "
+                         f"{pll.output_hz / 1e6:g} MHz")
+    if abs(pll.output_hz - freq * 1e6) > 0.001 * freq * 1e6:
+        progress(f"note: the PLL makes {pll.output_hz / 1e6:g} MHz, the nearest it can to {freq:g} MHz")
+    try:
+        design = lower(checked, opts.max_length)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    # the table partitioner sized for the board's device (half its block RAM, the rest for the
+    # host link's buffer and the FIFOs), or Woods' pipeline with the board's default length
+    device = sizing.DEVICES[plat_cls.cepc_device]
+    pipeline_default = plat_cls.cepc_partitions if opts.partitioner == "pipeline" else None
+    try:
+        choice = sizing.choose(design, device, opts.partitioner, opts.partitions or pipeline_default,
+                               evict=bool(opts.evict_after))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    progress(sizing.describe(choice, device, design))
+    partitions = choice.partitions
+    options = {"board": opts.board}
+    if opts.evict_after:
+        options["evict_after"] = opts.evict_after
+    if opts.max_length:
+        options["max_match_length"] = opts.max_length
+    ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
+                     clock_hz=pll.output_hz, baud=baud,
+                     buffer_bytes=plat_cls.cepc_buffer_bytes,
+                     buffer_frames=plat_cls.cepc_buffer_frames, evict_after=opts.evict_after, options=options)
+    (out / f"{NAME}.layout.json").write_text(json.dumps(ld.sidecar, indent=2) + "\n")
+
+    seconds = {}
+    t0 = time.perf_counter()
+    progress("elaborating the board top (Amaranth)")
+    plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False,
+                            script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
+    plan.extract(str(out))
+    seconds["elaborate"] = time.perf_counter() - t0
+
+    # 1. Yosys
+    t0 = time.perf_counter()
+    yosys_cmd = [*tools.yowasp("yosys"), "-q", "-l", "yosys.log", f"{NAME}.ys"]
+
+    def yosys_line(line):
+        m = _YOSYS_PASS.match(line)
+        if m:
+            progress(f"yosys: {m.group(1)}")
+
+    progress("yosys: reading the design")
+    _run(yosys_cmd, out, out / "yosys.stdout.log", "Yosys", yosys_line, watch=out / "yosys.log")
+    seconds["yosys"] = time.perf_counter() - t0
+    stat = json.loads((out / f"{NAME}.stat.json").read_text())
+
+    # 2. nextpnr
+    t0 = time.perf_counter()
+    if fam == "ecp5":
+        pnr = [*tools.yowasp("nextpnr-ecp5"), platform._nextpnr_device_options[platform.device],
+               "--package", platform._nextpnr_package_options[platform.package].upper(), "--speed", platform.speed,
+               "--lpf", f"{NAME}.lpf", "--textcfg", f"{NAME}.config"]
+    else:
+        pnr = [*tools.yowasp("nextpnr-ice40"), platform._nextpnr_device_options[platform.device],
+               "--package", platform.package.lower() + platform._nextpnr_package_options.get(platform.device, ""),
+               "--pcf", f"{NAME}.pcf", "--asc", f"{NAME}.asc"]
+    pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--seed", str(opts.seed),
+            "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
+    # router2 routes the large ECP5 designs in a fraction of router1's time; on a nearly full
+    # iCE40 it can circle around the last overused wires, where router1 finishes
+    if fam == "ecp5":
+        pnr += ["--router", "router2"]
+    report_path = out / "nextpnr-report.json"
+    report_path.unlink(missing_ok=True)
+
+    def pnr_line(line):
+        for prefix, phase in _NEXTPNR_PHASES:
+            if line.startswith(prefix):
+                progress(f"nextpnr: {phase}")
+
+    progress("nextpnr: reading the netlist")
+    try:
+        log = _run(pnr, out, out / "nextpnr.stdout.log", "nextpnr", pnr_line, watch=out / "nextpnr.log")
+    except ToolError as e:
+        text = (out / "nextpnr.stdout.log").read_text(errors="replace")
+        failure = rep.placement_failure(text)
+        if failure:
+            bel, use = failure
+            raise FitError(_fit_message(platform, bel, use, partitions)) from None
+        raise e
+    seconds["nextpnr"] = time.perf_counter() - t0
+    if not report_path.exists():
+        raise ToolError("nextpnr wrote no report", pnr, _tail(log))
+    nreport = json.loads(report_path.read_text())
+    clock_name = _design_clock(nreport)
+    parsed = rep.parse(nreport, stat, board=opts.board, family=fam, device=platform.device, package=platform.package,
+                       targets_mhz={clock_name: round(pll.output_hz / 1e6, 3)} if clock_name else None)
+
+    summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
+    bitstream = None
+    timing_ok = parsed.timing_met
+    if timing_ok or opts.allow_timing_fail:
+        if opts.pack:
+            t0 = time.perf_counter()
+            progress("packing the bitstream")
+            if fam == "ecp5":
+                bitstream = out / f"{NAME}.bit"
+                cmd = [*tools.yowasp("ecppack"), "--compress", "--input", f"{NAME}.config", "--bit", bitstream.name]
+            else:
+                bitstream = out / f"{NAME}.bin"
+                cmd = [*tools.yowasp("icepack"), f"{NAME}.asc", bitstream.name]
+            _run(cmd, out, out / "pack.log", "the bitstream packer", lambda line: None)
+            seconds["pack"] = time.perf_counter() - t0
+    summary["bitstream"] = str(bitstream) if bitstream else None
+    summary["seconds"] = {k: round(v, 2) for k, v in seconds.items()}
+    result = SynthResult(parsed, summary, bitstream, seconds)
+    (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return result
+
+
+def check_timing(result: SynthResult) -> None:
+    """Raise TimingError naming the clock, the achieved and target frequency and the critical path."""
+    bad = [c for c in result.report.clocks if not c.met]
+    if not bad:
+        return
+    c = bad[0]
+    path = next((p for p in result.report.critical_paths if p.clock == c.name), None)
+    msg = (f"timing missed on {result.report.device}: clock {c.name!r} reaches {c.achieved_mhz:.1f} MHz, "
+           f"the target is {c.target_mhz:.1f} MHz ({c.achieved_mhz / c.target_mhz - 1:+.0%})")
+    if path:
+        msg += f"; critical path {path.summary()}"
+    msg += "; lower --freq (the bitstream was not written; --allow-timing-fail writes it anyway)"
+    raise TimingError(msg)
+
+
+def _design_clock(nreport: dict) -> str | None:
+    """The name nextpnr gives the PLL's output clock (the only clock in a board top)."""
+    names = list(nreport.get("fmax", {}))
+    return names[0] if len(names) == 1 else next((n for n in names if n.endswith("clk")), None)
+
+
+BEL_NAMES = {"TRELLIS_COMB": "LUTs", "TRELLIS_SLICE": "slices", "TRELLIS_FF": "flip-flops", "DP16KD": "block RAMs",
+             "ICESTORM_LC": "logic cells", "ICESTORM_RAM": "block RAMs", "TRELLIS_RAMW": "LUT RAM cells",
+             "MULT18X18D": "multipliers", "ICESTORM_DSP": "DSPs", "TRELLIS_IO": "I/O pins", "SB_IO": "I/O pins"}
+
+
+def _fit_message(platform, bel: str, use: rep.Resource | None, partitions: int) -> str:
+    what = f"{BEL_NAMES.get(bel, bel)} ({bel})"
+    if use and use.available:
+        over = use.used - use.available
+        detail = (f"it needs {use.used:,} {what}, the device has {use.available:,} "
+                  f"({over:,} or {100 * over / use.available:.0f}% over)")
+    else:
+        detail = f"it needs more {what} than the device has"
+    return f"the design does not fit {platform.device}: {detail}; use fewer --partitions (now {partitions})"
+
+
+def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, partitions: int, baud: int,
+             checked) -> dict:
+    from ..hw.top import pipelined
+
+    per_cycle = 0.5 if pipelined(ld.design, ld.top.partitioner) else 1.0
+    clock = parsed.clocks[0] if parsed.clocks else None
+    tuple_bytes = ld.design.tuple.nbytes
+    frame_tuples = max(1, 240 // tuple_bytes)
+    # UART: 10 bits per byte; a TUPLES frame adds type, seq, CRC and two ENDs (escapes ignored)
+    uart_tps = baud / 10 / (tuple_bytes + 6 / frame_tuples)
+    return {
+        "cepc_version": __version__,
+        "query": str(checked.source.name),
+        **parsed.to_json(),
+        "options": {"partitioner": ld.top.partitioner, "partitions": partitions, "bus_width": 8,
+                    "target_mhz": opts.freq_mhz or None,
+                    "clock_mhz": round(pll.output_hz / 1e6, 3), "baud": baud, "baud_divisor": ld.link.divisor,
+                    "seed": opts.seed, "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after},
+        "design_id": f"{ld.design_id:08x}",
+        "timing_met": parsed.timing_met,
+        "tuples_per_cycle": per_cycle,
+        "tuples_per_second_at_fmax": round(clock.achieved_mhz * 1e6 * per_cycle) if clock else None,
+        "tuples_per_second_at_clock": round(pll.output_hz * per_cycle),
+        "tuples_per_second_uart": round(uart_tps),
+        "latency_cycles": ld.top.latency,
+    }

@@ -1,0 +1,87 @@
+"""cocotb bench: a cepc host link (``cepc.hw.hostlink.HostLink``) behind a pseudo-terminal.
+
+The bench plays the board's USB-UART: it opens a pty pair, writes the slave's
+path to ``pty_file``, and bridges the master side to the design's ``rx`` and
+``tx`` pins, bit by bit at ``divisor`` clock cycles per bit (8N1). The real
+host tool (``cepc run --port /dev/pts/N``) opens the slave as a serial port.
+It stops when ``stop_file`` appears (or after ``max_seconds`` of wall time).
+
+Optional line noise: ``corrupt_in_every`` flips a bit in every Nth byte the
+host sends, ``corrupt_out_every`` in every Nth byte the board sends.
+
+Configuration comes from the JSON file named by ``CEPC_LINK_CONFIG``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import tty
+from collections import deque
+from pathlib import Path
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge
+
+
+@cocotb.test()
+async def uart_bridge(dut):
+    config = json.loads(Path(os.environ["CEPC_LINK_CONFIG"]).read_text())
+    div = config["divisor"]
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    Path(config["pty_file"]).write_text(os.ttyname(slave))
+    stop_file = Path(config["stop_file"])
+    deadline = time.monotonic() + config.get("max_seconds", 600)
+    corrupt_in = config.get("corrupt_in_every", 0)
+    corrupt_out = config.get("corrupt_out_every", 0)
+    counts = {"in": 0, "out": 0}
+
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    dut.rx.value = 1
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 4)
+    dut.rst.value = 0
+
+    async def board_to_host():
+        while True:
+            await FallingEdge(dut.tx)
+            await ClockCycles(dut.clk, div // 2)  # the middle of the start bit
+            if int(dut.tx.value):
+                continue  # a glitch
+            byte = 0
+            for i in range(8):
+                await ClockCycles(dut.clk, div)
+                byte |= int(dut.tx.value) << i
+            await ClockCycles(dut.clk, div)  # the stop bit
+            counts["out"] += 1
+            if corrupt_out and counts["out"] % corrupt_out == 0:
+                byte ^= 0x10
+            os.write(master, bytes([byte]))
+
+    cocotb.start_soon(board_to_host())
+
+    pending: deque[int] = deque()
+    while True:
+        try:
+            pending.extend(os.read(master, 4096))
+        except (BlockingIOError, OSError):
+            pass
+        if not pending:
+            if stop_file.exists() or time.monotonic() > deadline:
+                break
+            await ClockCycles(dut.clk, div * 10)
+            continue
+        byte = pending.popleft()
+        counts["in"] += 1
+        if corrupt_in and counts["in"] % corrupt_in == 0:
+            byte ^= 0x08
+        for bit in [0, *((byte >> i) & 1 for i in range(8)), 1]:
+            dut.rx.value = bit
+            await ClockCycles(dut.clk, div)
+    os.close(master)
+    os.close(slave)
+    Path(config["done_file"]).write_text(json.dumps(counts))

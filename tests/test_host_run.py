@@ -1,0 +1,77 @@
+"""`cepc run`, the real host tool, against the board's host link in Verilator behind a pty.
+
+The simulated board is what a bitstream runs (cepc.hw.hostlink.HostLink: UART,
+frame checks, receive buffer, compiled query), less its PLL and pins; the
+cocotb bench (sim/cepc_link_bench.py) moves the UART bits between the pins
+and a pseudo-terminal, which `cepc run --port` opens as a serial port.
+Slow: each design is a Verilator build (cached under build/sim/).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+from cepc.cli import main
+from cepc.lang.check import check
+from cepc.lang.parse import parse_file
+from cepc.simulate import LinkSimulation
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+BUILD = ROOT / "build" / "sim"
+# the simulation runs far slower than a real UART: generous timeouts, 3 tuples per frame
+RUN = ["--timeout", "120", "--retry", "5", "--frame-bytes", "40"]
+
+
+def read(path: Path) -> list[list[str]]:
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))
+
+
+def run(query: Path, port: str, out: Path, *extra: str) -> int:
+    return main(["run", str(query), "--port", port, "--events", str(query.parent / "events.csv"), "-o", str(out),
+                 *RUN, *extra])
+
+
+@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql"])
+def test_run_streams_the_example_through_the_board(example, tmp_path, capsys):
+    query = ROOT / "examples" / example
+    with LinkSimulation(check(parse_file(query)), build_root=BUILD) as port:
+        assert run(query, port, tmp_path / "out.csv", "--compare", str(query.parent / "expected.csv")) == 0
+    assert read(tmp_path / "out.csv") == read(query.parent / "expected.csv")
+    err = capsys.readouterr().err
+    assert "identical to" in err
+    assert re.search(r"board: tuples_in \d+, matches_out \d+, dropped 0, malformed 0", err)
+    assert re.search(r"rx_crc_errors 0, rx_rejected 0", err) and "0 sent again" in err
+
+
+def test_line_noise_into_the_board_is_detected_and_sent_again(tmp_path, capsys):
+    query = ROOT / "examples" / "marathon" / "marathon.sql"
+    # every 151st byte the host sends has a bit flipped: about one frame in three is corrupt
+    with LinkSimulation(check(parse_file(query)), build_root=BUILD, corrupt_in_every=151) as port:
+        assert run(query, port, tmp_path / "out.csv", "--compare", str(query.parent / "expected.csv")) == 0
+    err = capsys.readouterr().err
+    crc_errors = int(re.search(r"rx_crc_errors (\d+)", err).group(1))
+    resent = int(re.search(r"(\d+) sent again", err).group(1))
+    assert crc_errors >= 1 and resent >= 1
+    assert read(tmp_path / "out.csv") == read(query.parent / "expected.csv")
+
+
+def test_a_board_built_from_another_query_is_refused(tmp_path, capsys):
+    board_query = ROOT / "examples" / "marathon" / "marathon.sql"
+    other = ROOT / "examples" / "network" / "network.sql"
+    with LinkSimulation(check(parse_file(board_query)), build_root=BUILD) as port:
+        assert run(other, port, tmp_path / "out.csv") == 1
+    assert re.search(r"^error: the board runs another design \(id [0-9a-f]{8}; this query compiles to [0-9a-f]{8}\): "
+                     r"synthesise this query for the board \(cepc synth\) and load it$", capsys.readouterr().err, re.M)
+
+
+def test_no_board_on_the_port_is_a_clear_error(tmp_path, capsys):
+    query = ROOT / "examples" / "marathon" / "marathon.sql"
+    assert main(["run", str(query), "--port", str(tmp_path / "ttyNONE"), "--events", str(query.parent / "events.csv"),
+                 "-o", str(tmp_path / "o.csv")]) == 1
+    assert capsys.readouterr().err.startswith(f"error: cannot open {tmp_path / 'ttyNONE'}: ")

@@ -1,0 +1,80 @@
+"""Reading Yosys and nextpnr reports: on real reports the tools here produced (tests/fixtures/synth/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cepc.errors import TimingError
+from cepc.synth import flow
+from cepc.synth import report as rep
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "synth"
+
+
+def load(name: str) -> tuple[dict, dict]:
+    return (json.loads((FIXTURES / f"{name}.report.json").read_text()),
+            json.loads((FIXTURES / f"{name}.stat.json").read_text()))
+
+
+def test_ice40_report():
+    report, stat = load("ice40_marathon")
+    r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
+    assert r.resources["lut"] == rep.Resource(4748, 5280)  # logic cells
+    assert r.resources["bram"] == rep.Resource(26, 30)
+    assert r.resources["pll"] == rep.Resource(1, 1)
+    assert r.resources["ff"].used == 3064 and r.resources["ff"].available == 5280  # from the netlist's SB_DFF*
+    assert r.resources["carry"].used == 532 and r.resources["carry"].available is None
+    assert r.resources["lut"].percent == pytest.approx(89.92, abs=0.01)
+    (clk,) = r.clocks
+    assert clk.name == "clk" and clk.achieved_mhz == pytest.approx(31.93, abs=0.01)
+    assert clk.target_mhz == pytest.approx(51.0, abs=0.01) and not clk.met and not r.timing_met
+    path = next(p for p in r.critical_paths if p.clock == "clk")
+    assert path.delay_ns == pytest.approx(1000 / clk.achieved_mhz, rel=0.02)  # the critical path sets Fmax
+    assert path.logic_levels >= 5 and path.logic_ns + path.routing_ns == pytest.approx(path.delay_ns)
+    assert path.through and all("$" not in n and "_SB_" not in n for n in path.through)
+    j = r.to_json()
+    assert j["resources"]["lut"] == {"used": 4748, "available": 5280, "percent": 89.92}
+    assert j["clocks"][0]["met"] is False and j["critical_paths"][0]["summary"].startswith(f"{path.delay_ns:.2f} ns")
+
+
+def test_targets_override_the_constraint():
+    report, stat = load("ice40_marathon")
+    r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48",
+                  targets_mhz={"clk": 30.0})
+    assert r.clocks[0].met and r.timing_met
+
+
+def test_timing_error_names_the_clock_the_numbers_and_the_path():
+    report, stat = load("ice40_marathon")
+    r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
+    with pytest.raises(TimingError) as e:
+        flow.check_timing(flow.SynthResult(r, {}, None))
+    msg = str(e.value)
+    assert msg.startswith("timing missed on iCE40UP5K: clock 'clk' reaches 31.9 MHz, the target is 51.0 MHz (-37%); "
+                          "critical path ")
+    assert " logic levels (" in msg and msg.endswith("lower --freq (the bitstream was not written; "
+                                                     "--allow-timing-fail writes it anyway)")
+
+
+def test_does_not_fit_is_read_from_the_log():
+    log = (FIXTURES / "ice40_does_not_fit.log").read_text()
+    bel, use = rep.placement_failure(log)
+    assert bel == "ICESTORM_LC" and use == rep.Resource(6687, 5280)
+    assert rep.log_utilisation(log)["ICESTORM_RAM"] == rep.Resource(26, 30)
+    assert rep.placement_failure("Info: Program finished normally.\n") is None
+
+
+def test_clean_names():
+    assert rep.clean_name("link.link.design.q0_partitioner.e51_key_TRELLIS_FF_Q_2") == \
+        "link.link.design.q0_partitioner.e51_key"
+    assert rep.clean_name("framer.buf_TRELLIS_FF_Q_153_DI_LUT4_Z_D") == "framer.buf"
+    assert rep.clean_name("link.link.frames.storage[8]_SB_DFFE_Q_2_DFFLC") == "link.link.frames.storage[8]"
+    assert rep.clean_name("count") == "count"
+
+
+def test_yosys_cells_need_a_top():
+    with pytest.raises(ValueError, match="name no top module"):
+        rep.yosys_cells({"modules": {"\\a": {}, "\\b": {}}})
