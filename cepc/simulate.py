@@ -400,10 +400,12 @@ class LinkSimulation:
                              self.buffer_frames]).encode())
         for f in ("cepc_link_bench.py",):
             h.update((BENCH_DIR / f).read_bytes())
-        for module in ("hw/hostlink.py", "hw/uart.py", "protocol.py"):
-            h.update((ROOT / "cepc" / module).read_bytes())
+        h.update(_compiler_digest())
         work = (self.build_root / f"link-{h.hexdigest()[:16]}").resolve()
         work.mkdir(parents=True, exist_ok=True)
+        # one simulation at a time per build directory (its pty, stop and done files are shared)
+        self._lock = open(work / ".lock", "w")
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
         source = work / f"{self.TOP}.v"
         if not source.exists():
             ld = link_design(lower(self.checked), partitions=self.partitions, clock_hz=self.CLOCK_HZ,
@@ -457,10 +459,13 @@ class LinkSimulation:
         return files["pty"].read_text().strip()
 
     def __exit__(self, *exc) -> None:
-        self._files["stop"].write_text("stop")
-        self._thread.join(timeout=60)
-        if self._files["done"].exists():
-            self.counts = json.loads(self._files["done"].read_text())
+        try:
+            self._files["stop"].write_text("stop")
+            self._thread.join(timeout=60)
+            if self._files["done"].exists():
+                self.counts = json.loads(self._files["done"].read_text())
+        finally:
+            self._lock.close()
 
 
 def _verilator_env() -> None:
