@@ -1,4 +1,4 @@
-"""VHDL-2008 from the hardware plan, through the Jinja2 templates in ``cepc/hdl_templates/``.
+"""VHDL-2008 from the hardware plan, through the Jinja2 templates in ``hdl_templates/``.
 
 Yosys writes no VHDL, so this back end renders the design itself: one entity per
 component of :mod:`cepc.hw` (framer, predicate decoder, one NFA core per query,
@@ -8,8 +8,8 @@ observable behaviour as the Amaranth top that the Verilog comes from.
 This module only computes what the templates need — names, widths, bit ranges,
 the NFA tables, the predicate expression trees with the exact shape of every
 node — and never writes HDL text; all of that lives in the templates. The
-templates are package data (``cepc/hdl_templates/*.vhd.j2``), so an installed
-cepc finds them beside this package.
+templates live in the checkout's ``hdl_templates/*.vhd.j2``, beside ``boards/``
+and ``sim/``, which cepc also reads from its checkout.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 import jinja2
 from amaranth.hdl import Const, Shape, Signal, Value, signed, unsigned
 
+from ..errors import ToolError
 from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
 from ..hw.partition.table import STAMP_BITS, TablePartitioner
@@ -28,7 +29,7 @@ from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth
 from ..plan import DesignPlan, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "hdl_templates"
+TEMPLATES = Path(__file__).resolve().parent.parent.parent / "hdl_templates"
 
 # VHDL-2008 reserved words (LRM 15.10), PSL's, and names from STD/IEEE that a generated
 # name must not hide.
@@ -349,6 +350,8 @@ def _needs_to_u1(nodes: list[dict]) -> bool:
 
 
 def environment() -> jinja2.Environment:
+    if not (TEMPLATES / "design.vhd.j2").exists():
+        raise ToolError(f"the VHDL templates are missing ({TEMPLATES}); run cepc from its checkout")
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
 
