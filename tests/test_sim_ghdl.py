@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from cepc.nfa.lower import lower
 from cepc.simulate import SimOptions, SimResult, simulate
 
 import patterns as pt
+from oracle import expected_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "sim"
@@ -74,7 +76,9 @@ def keyed_frame(letters: str, keys: list[int]) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("simulator", ["verilator", pytest.param("ghdl", marks=needs_ghdl)])
-@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql"])
+@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql",
+                                     "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
+                                     "finance/finance5/finance5.sql"])
 def test_examples_simulate_to_their_expected_files(example, simulator, tmp_path):
     query = ROOT / "examples" / example
     out = tmp_path / "sim.csv"
@@ -104,6 +108,78 @@ def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, par
     assert result.counters["dropped"] == 0
     want = reference_rows(checked, frame)
     assert result.rows == want and len(want) > 100
+
+
+# --- partial-match registers: aggregates in DEFINE, MEASURES, WITHIN, the length bound ---------------
+
+
+@needs_ghdl
+@pytest.mark.parametrize("seed, after, within, partitions, partitioner", [
+    (21, "SKIP PAST LAST ROW", None, None, "table"),  # direct-indexed (k UINT8)
+    (22, "CONTINUE", 8, 8, "pipeline"),
+    (23, "SKIP PAST LAST ROW", 20, 16, "table"),  # hashed: tags, and expiry beside them
+    (24, "CONTINUE", None, 8, "pipeline"),
+])
+def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference(
+        seed, after, within, partitions, partitioner, tmp_path):
+    # every aggregate in DEFINE (over the predecessor's registers), every kind of measure, WITHIN
+    import test_hw_aggregates as agg
+
+    from cepc.lang import ast
+
+    rng = random.Random(seed)
+    while True:
+        head = ast.Var(rng.choice(list(agg.PLAIN)))
+        tail = pt.random_pattern(rng, 6, variables=list(agg.PLAIN) + list(agg.AGGREGATE))
+        checked = check(parse(agg.query(ast.Seq((head, tail)), after, within)))
+        rows = [(rng.randrange(6), rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128),
+                 rng.randrange(4)) for _ in range(1500)]
+        frame = agg.stream(rows)
+        want = expected_rows(checked, frame)
+        if 40 <= len(want) <= 500:
+            break
+    result = run_both(checked, frame, tmp_path, bus_width=64, partitions=partitions, partitioner=partitioner,
+                      stall=0.1, backpressure=0.3, seed=seed)
+    assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
+    assert result.rows == want, checked.source.text
+
+
+@needs_ghdl
+@pytest.mark.parametrize("partitioner", ["table", "pipeline"])
+def test_partial_matches_dropped_at_the_length_bound_are_counted_the_same_on_both_back_ends(partitioner, tmp_path):
+    # P0 P1+ P2 with --max-match-length 3: a longer run of P1 outgrows the count register
+    import test_hw_aggregates as agg
+
+    from cepc.lang import ast
+
+    pattern = ast.Seq((ast.Var("P0"), ast.Repeat(ast.Var("R"), 1, None), ast.Var("P2")))
+    checked = check(parse(agg.query(pattern, "CONTINUE", None)))
+    rng = random.Random(5)
+    frame = agg.stream([(rng.randrange(3), rng.randrange(2), rng.randrange(256), rng.randrange(-128, 128), 1)
+                        for _ in range(800)])
+    result = run_both(checked, frame, tmp_path, bus_width=32, partitions=None if partitioner == "table" else 4,
+                      partitioner=partitioner, max_length=3, backpressure=0.2, seed=5)
+    assert result.counters["overflow"] > 0
+
+
+@needs_ghdl
+@pytest.mark.parametrize("example, partitioner", [
+    ("mshape/mshape.sql", "table"), ("finance/finance0/finance0.sql", "pipeline"),
+    ("finance/finance2/finance2.sql", "table"), ("finance/finance2/finance2.sql", "pipeline"),
+    ("finance/finance5/finance5.sql", "table"),
+])
+def test_market_examples_on_generated_trades_are_the_same_on_both_back_ends(example, partitioner, tmp_path):
+    # Hirzel's queries on 1,500 generated trades over 12 symbols: rows with their measures
+    from cepc.gen import generate
+
+    checked = check(parse_file(ROOT / "examples" / example))
+    frame = generate(checked, 1500, 12, seed=4)
+    want = expected_rows(checked, frame)
+    assert len(want) >= 5
+    result = run_both(checked, frame, tmp_path, bus_width=24, partitions=None if partitioner == "table" else 12,
+                      partitioner=partitioner, stall=0.2, backpressure=0.3, seed=4)
+    assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
+    assert result.rows == want
 
 
 @needs_ghdl

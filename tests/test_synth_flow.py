@@ -24,15 +24,19 @@ def tools():
         yowasp_or_skip(tool)
 
 
-# the flow, not the timing targets (bench/synth.py measures those): short pipeline partitioners and
-# clocks with room to spare (the table partitioner misses 100 MHz on an ECP5 and 36 MHz on the UP5K
-# so far: bench/results/synth.md)
-@pytest.mark.parametrize("board, partitions, freq", [("ulx3s-12f", 4, "100"), ("icebreaker", 2, "36")])
+# The flow, not the timing targets (bench/synth.py measures those): short pipeline partitioners and
+# clocks with room to spare (nextpnr's Fmax moves by several percent with placement: network reached
+# 93.6 MHz on the 12F and 34.5 MHz on the UP5K in one run, mshape 45-46 MHz), clocks the PLL makes
+# exactly and 3 Mbaud divides. mshape's one partition carries 1,094 bits of partial matches: with
+# four, place and route alone takes minutes.
+@pytest.mark.parametrize("board, partitions, freq", [("ulx3s-12f", 4, "30"), ("icebreaker", 2, "24")])
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_example_synthesises_and_meets_timing(example, board, partitions, freq, tmp_path, capsys):
     if board == "icebreaker" and example.startswith("mshape"):
         pytest.xfail("the output FIFO and payload delay line of a query with measures take more than the "
                      "UP5K's 30 block RAMs (bench/results/synth.md)")
+    if example.startswith("mshape"):
+        partitions = 1
     out = tmp_path / "build"
     rc = main(["synth", str(ROOT / "examples" / example), "--board", board, "--partitioner", "pipeline",
                "--partitions", str(partitions), "--freq", freq, "-o", str(out), "--report", str(tmp_path / "r.json")])

@@ -22,11 +22,11 @@ import jinja2
 from amaranth.hdl import Const, Shape, Signal, Value, signed, unsigned
 
 from ..errors import ToolError
-from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width
+from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width, record_measures_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
 from ..hw.partition.table import STAMP_BITS, TablePartitioner
 from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth
-from ..plan import DesignPlan, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
+from ..plan import DesignPlan, PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
 
 TEMPLATES = Path(__file__).resolve().parent.parent.parent / "hdl_templates"
@@ -109,6 +109,9 @@ class _Expressions:
         self.tuple = design.tuple
         self.fields = fields  # SQL field name → VHDL signal
         self.used: list[str] = []
+        # a partial match's registers (PAgg), by index: (VHDL signal, shape); set by the caller for
+        # each place an aggregate is read (a predecessor's registers, the chosen ones, the match's)
+        self.registers: dict[int, tuple[str, Shape]] = {}
 
     def value(self, e: PExpr) -> Value:
         if isinstance(e, PConst):
@@ -116,6 +119,8 @@ class _Expressions:
         if isinstance(e, PField):
             f = self.tuple.field(e.name)
             return Signal(signed(f.width) if f.signed else unsigned(f.width))
+        if isinstance(e, PAgg):
+            return Signal(self.registers[e.register][1])
         if isinstance(e, PNeg):
             return -self.value(e.operand)
         if isinstance(e, PArith):
@@ -136,6 +141,8 @@ class _Expressions:
             if e.name not in self.used:
                 self.used.append(e.name)
             n.update(kind="field", signal=self.fields[e.name])
+        elif isinstance(e, PAgg):
+            n.update(kind="field", signal=self.registers[e.register][0])
         elif isinstance(e, PNeg):
             n.update(kind="neg", operand=self.node(e.operand, own))
         elif isinstance(e, PArith):
@@ -192,6 +199,168 @@ def _nfa_states(q: QueryPlan, pred_names: list[str], names: Names) -> list[dict]
     return states
 
 
+def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases: list[str]) -> dict:
+    """The core of a query with partial-match registers: mirrors :class:`cepc.hw.nfa_core.PartialMatchCore`.
+
+    Everything is named after the query (states after their labels, registers after their
+    aggregates); every expression is a tree for the ``expr`` macros, with each register read
+    where the hardware reads it: a predecessor's (DEFINE aggregates, WITHIN, the length bound),
+    the chosen predecessor's (the update), the match's (MEASURES).
+    """
+    nfa, regs, n = q.nfa, q.registers, q.nfa.n_states
+    tup = design.tuple
+    fields = {f.name: names.take("f_" + f.name) for f in tup.fields}
+    exprs = _Expressions(design, fields)
+    shapes = [Shape(r.width, r.signed) for r in regs]
+    reg_names = [Names.clean(r.name) for r in regs]
+    per_state = ("_state", "_fresh", "_took", "_on", "_fresh_wins", "_end",
+                 *(f"_{r}{x}" for r in reg_names for x in ("", "_base", "_new")))
+    labels = [names.take("any" + lab[1:] if lab.startswith(".") else lab, per_state) for lab in nfa.labels]
+    offsets = [sum(r.width for r in regs[:i]) for i in range(len(regs))]
+    per = q.register_width
+
+    def registers_of(s: int, suffix: str) -> dict[int, tuple[str, Shape]]:
+        return {r: (f"{labels[s]}_{reg_names[r]}{suffix}", shapes[r]) for r in range(len(regs))}
+
+    def cond(e: PExpr, registers: dict) -> dict:
+        exprs.registers = registers
+        return exprs.node(e)
+
+    def fit(e: PExpr, r: int, registers: dict) -> dict:
+        """A value assigned to register r: Amaranth's ``.eq``, extended by its own signedness or truncated."""
+        exprs.registers = registers
+        return {"kind": "fit", "node": exprs.node(e), "width": regs[r].width}
+
+    def holds(s: int, p: int | None) -> dict | None:
+        """s's predicate against p's partial match (None: no partial match); None: no predicate."""
+        idx = nfa.pred[s]
+        if idx is None:
+            return None
+        pred = q.predicates[idx]
+        if not pred.aggregate:
+            return {"kind": "bit", "signal": pred_aliases[idx]}
+        return {"kind": "cond", "node": cond(pred.expr, registers_of(p, ""))}
+
+    count = next((i for i, r in enumerate(regs) if r.func == "COUNT"), None)
+    order = q.order_register
+    smaller_wins = q.latest and regs[order].func == "COUNT"
+    better = "<" if smaller_wins else ">"
+
+    def updated(s: int, r: int, fresh: bool) -> list[dict]:
+        """Register r of state s after the tuple, as a chain of (condition, value)."""
+        reg = regs[r]
+        base = registers_of(s, "_base")
+        if reg.func == "COUNT":
+            return [{"value": fit(PConst(1) if fresh else PArith("+", PAgg(r), PConst(1)), r, base)}]
+        f = PField(reg.field)
+        if reg.func == "LAST" or fresh:
+            return [{"value": fit(f, r, base)}]
+        if reg.func == "FIRST":
+            return [{"value": {"kind": "signal", "signal": base[r][0]}}]
+        if reg.func in ("MIN", "MAX"):
+            op = "<" if reg.func == "MIN" else ">"
+            return [{"when": {"kind": "cond", "node": cond(PCmp(op, f, PAgg(r)), base)}, "value": fit(f, r, base)},
+                    {"value": {"kind": "signal", "signal": base[r][0]}}]
+        return [{"value": fit(PArith("+", PAgg(r), f), r, base)}]  # SUM
+
+    states = []
+    for s in range(n):
+        cands = []
+        for p in nfa.predecessors[s]:
+            cname = names.take(f"{labels[s]}_from_{labels[p]}", ("", "_win", "_over"))
+            olds = registers_of(p, "")
+            cands.append({
+                "name": cname, "source": labels[p], "holds": holds(s, p),
+                # WITHIN: the window is at least the time since p's match began
+                "extend": cond(PCmp(">=", PConst(q.within),
+                                    PArith("-", PField(q.time_field), PAgg(q.start_time_register))), olds)
+                if q.within is not None else None,
+                "full": cond(PCmp("==", PAgg(count), PConst(q.max_length)), olds)
+                if count is not None and not q.bounded else None,
+                "key": olds[order][0],
+            })
+        registers = []
+        for r, reg in enumerate(regs):
+            lo = n + s * per + offsets[r]
+            fresh = updated(s, r, True)
+            chain = ([{"when": {"kind": "bit", "signal": f"{labels[s]}_fresh_wins"}, "value": fresh[0]["value"]}]
+                     + updated(s, r, False)) if cands else fresh
+            registers.append({
+                "name": reg.name, "old": f"{labels[s]}_{reg_names[r]}", "base": f"{labels[s]}_{reg_names[r]}_base",
+                "new": f"{labels[s]}_{reg_names[r]}_new", "lo": lo, "hi": lo + reg.width - 1,
+                "width": reg.width, "signed": reg.signed, "chain": chain,
+                "sources": [{"win": c["name"] + "_win", "old": f"{labels[p]}_{reg_names[r]}"}
+                            for c, p in zip(cands, nfa.predecessors[s])],
+            })
+        states.append({
+            "index": s, "label": nfa.labels[s], "name": labels[s], "start": nfa.start[s], "accept": nfa.accept[s],
+            "fresh": holds(s, None) if nfa.start[s] else None, "candidates": cands, "registers": registers,
+            "key": f"{labels[s]}_{reg_names[order]}_new",
+        })
+    measure_regs = [names.take(f"match_{reg_names[r]}") for r in range(len(regs))]
+    exprs.registers = {r: (measure_regs[r], shapes[r]) for r in range(len(regs))}
+    measures, lo = [], 0
+    for meas in q.measures:
+        node = exprs.node(meas.expr)
+        measures.append({"name": meas.name, "lo": lo, "hi": lo + meas.width - 1, "width": meas.width,
+                         "bool": meas.kind == "bool", "node": node})
+        lo += meas.width
+    nodes = [c[k]["node"] for st in states for c in st["candidates"] for k in ("holds",)
+             if c[k] and c[k]["kind"] == "cond"]
+    nodes += [c[k] for st in states for c in st["candidates"] for k in ("extend", "full") if c[k]]
+    nodes += [step[k]["node"] for st in states for r in st["registers"] for step in r["chain"]
+              for k in ("when", "value") if k in step and step[k]["kind"] in ("cond", "fit")]
+    nodes += [m["node"] for m in measures]
+
+    # what the core reads, so that it declares nothing else (GHDL warns of an unused signal)
+    refs: set[str] = set()
+
+    def walk(node: dict) -> None:
+        if node.get("kind") == "field":
+            refs.add(node["signal"])
+        for key in ("left", "right", "operand"):
+            if key in node:
+                walk(node[key])
+        for o in node.get("operands", ()):
+            walk(o)
+
+    for node in nodes:
+        walk(node)
+    for st in states:
+        for c in st["candidates"]:
+            if c["holds"] and c["holds"]["kind"] == "bit":
+                refs.add(c["holds"]["signal"])
+            if len(st["candidates"]) > 1:  # candidates compete by their order register
+                refs.add(c["key"])
+        if st["fresh"] and st["fresh"]["kind"] == "bit":
+            refs.add(st["fresh"]["signal"])
+        for r in st["registers"]:
+            refs.update(step["value"]["signal"] for step in r["chain"] if step["value"]["kind"] == "signal")
+    for st in states:
+        for r in st["registers"]:
+            if r["base"] in refs:  # the chosen predecessor's register: a multiplexer over theirs
+                refs.update(src["old"] for src in r["sources"])
+    reported = any(m in refs for m in measure_regs)  # the accepting state that reports is chosen
+    accepting = [st for st in states if st["accept"]]
+    if reported and len(accepting) > 1:
+        refs.update(st["key"] for st in accepting)
+    fits = [step["value"]["node"] for st in states for r in st["registers"] for step in r["chain"]
+            if step["value"]["kind"] == "fit"] + [m["node"] for m in measures if not m["bool"]]
+    used = [{"name": f, "signal": fields[f], "lo": tup.field(f).offset,
+             "hi": tup.field(f).offset + tup.field(f).width - 1, "width": tup.field(f).width,
+             "signed": tup.field(f).signed} for f in exprs.used]
+    return {
+        "states": states, "fields": used, "better": better, "latest": q.latest, "order": regs[order].name,
+        "registers": [{"name": r.name, "width": r.width, "signed": r.signed, "func": r.func, "field": r.field,
+                       "match": measure_regs[i]} for i, r in enumerate(regs)],
+        "measures": measures, "measures_width": max(1, q.measures_width), "payload_width": q.payload_width,
+        "needs_to_u1": _needs_to_u1(nodes), "within": q.within, "max_length": q.max_length,
+        "refs": sorted(refs), "reported": reported,
+        "fit_unsigned": any(not n["shape"]["signed"] for n in fits),
+        "fit_signed": any(n["shape"]["signed"] for n in fits),
+    }
+
+
 def _table(q: QueryPlan, tup, top: Top) -> dict:
     """The parameters of a query's table partitioner, as :class:`TablePartitioner` computes them."""
     table = TablePartitioner(top.partitions, key_width(tup, q), q.nfa.n_states, vector_width=q.nfa.n_states,
@@ -207,25 +376,25 @@ def _table(q: QueryPlan, tup, top: Top) -> dict:
     }
 
 
+def _within(q: QueryPlan, tup) -> dict:
+    """WITHIN's exact eviction: an entry's expiry is its key's last time plus the window, in one bit
+    more than the time field (as :class:`cepc.hw.top.Top` wires the partitioners)."""
+    f = tup.field(q.time_field)
+    width = f.width + 1
+    return {"field": q.time_field, "lo": f.offset, "hi": f.offset + f.width - 1, "signed": f.signed,
+            "expiry_width": width, "window": format(q.within % (1 << width), f"0{width}b")}
+
+
 def unsupported(design: DesignPlan, decoder: bool = True) -> str | None:
     """What in ``design`` the VHDL backend cannot build yet, as a user-facing message; None if nothing.
 
-    Partial-match registers (SPEC §3.4, §3.5) are Verilog-only for now: a query that needs them is
-    refused rather than given hardware that reports different matches.
+    The DFA of ``--automaton dfa`` and the per-state predicates of ``--no-decoder`` are Verilog-only:
+    a design that needs them is refused rather than given different hardware.
     """
     if any(q.dfa is not None for q in design.queries):
         return "--automaton dfa is Verilog-only for now: the VHDL backend builds the NFA; use --hdl verilog"
     if not decoder:
         return "--no-decoder is Verilog-only for now: the VHDL backend has the shared decoder; use --hdl verilog"
-    for q in design.queries:
-        uses = [what for what, present in (
-            ("aggregates in DEFINE", any(p.aggregate for p in q.predicates)),
-            ("MEASURES", bool(q.measures)),
-            (f"WITHIN {q.within}", q.within is not None),
-        ) if present] or (["partial-match registers"] if q.tracks_matches else [])
-        if uses:
-            return (f"query {q.name} uses {' and '.join(uses)}: the VHDL backend has no partial-match "
-                    f"registers yet; use --hdl verilog (or --simulator verilator)")
     return None
 
 
@@ -261,9 +430,11 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         prefix = top_names.take(q.name, suffixes)
         pred_names = [dec.take(f"{prefix}_{p.name}") for p in q.predicates]
         for i, p in enumerate(q.predicates):
+            # a predicate with aggregates reads the partial match: the NFA core evaluates it per edge
             predicates.append({"signal": pred_names[i], "query": q.name, "name": p.name, "index": pred_base + i,
-                               "expr": exprs.node(p.expr)})
-        nfa_names = Names(["state", "preds", "next_state", "match", "rtl"])
+                               "expr": None if p.aggregate else exprs.node(p.expr)})
+        nfa_names = Names(["state", "preds", "next_state", "match", "rtl", "tuple_data", "measures", "overflow", "fit",
+                           "to_u1"])
         keys = []
         for k in q.key_fields:
             f = tup.field(k)
@@ -280,9 +451,18 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
             "kind": kind, "partitioner": {"single": entity["single_partition"], "table": entity["table_partitioner"],
                                           "pipeline": entity["pipeline_partitioner"]}[kind],
             "table": _table(q, tup, top) if kind == "table" else None,
+            "pm": None,
+            # the partition's payload: the state vector, then (with partial matches) each state's registers
+            "state_width": q.state_width, "vector_width": q.vector_width,
+            "measures_width": q.measures_width,
+            "within": _within(q, tup) if q.within is not None and q.key_fields else None,
         })
         # state names live in the NFA entity; predicate aliases there too
-        queries[-1]["states"] = _nfa_states(q, [p["alias"] for p in queries[-1]["preds"]], nfa_names)
+        aliases = [p["alias"] for p in queries[-1]["preds"]]
+        if q.tracks_matches:
+            queries[-1]["pm"] = _partial_match(q, design, nfa_names, aliases)
+        else:
+            queries[-1]["states"] = _nfa_states(q, aliases, nfa_names)
         pred_base += len(q.predicates)
 
     fields = []
@@ -311,6 +491,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "record_key_width": record_key_width(design),
         "query_width": query_id_width(design),
         "record_width": top.record_width,
+        "measures_width": record_measures_width(design),
         "fifo_depth": OUTPUT_FIFO_DEPTH,
         "stall_margin": STALL_MARGIN,
         "depth": depth,
@@ -320,7 +501,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "pred_width": max(1, pred_base),
         "fields": fields,
         "predicates": predicates,
-        "needs_to_u1": _needs_to_u1([p["expr"] for p in predicates]),
+        "needs_to_u1": _needs_to_u1([p["expr"] for p in predicates if p["expr"]]),
         "queries": queries,
         # the partitioner entities some query uses (the file holds only those)
         "uses": {kind: any(q["kind"] == kind for q in queries) for kind in ("pipeline", "table", "single")},
