@@ -37,6 +37,10 @@ CASES = [
      {"partitioner": "pipeline", "partitions": 64}),
     ("network (2 queries), table (auto: hashed), 512-bit bus, stalls and backpressure",
      "examples/network/network.sql", 20_000, 50, {"bus_width": 512, "stall": 0.1, "backpressure": 0.2}),
+    # partial-match registers: aggregates in DEFINE and MEASURES; WITHIN with its expiry
+    ("mshape (aggregates, MEASURES), table (auto: hashed)", "examples/mshape/mshape.sql", 20_000, 50, {}),
+    ("finance2 (WITHIN, MEASURES), pipeline, 16 partitions", "examples/finance/finance2/finance2.sql", 20_000, 16,
+     {"partitioner": "pipeline", "partitions": 16}),
 ]
 # (label, simulator, GHDL back end)
 SIMULATORS = [("verilator", "verilator", None), ("ghdl", "ghdl", "mcode")]

@@ -84,9 +84,10 @@ def _compiler_digest() -> bytes:
     """The compiler's own sources (and templates): a change to them is a new design, not a cached one."""
     h = hashlib.sha256()
     package = Path(__file__).resolve().parent
-    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".lark", ".j2") and p.is_file()):
-        h.update(str(path.relative_to(package)).encode())
-        h.update(path.read_bytes())
+    for folder in (package, ROOT / "hdl_templates"):
+        for path in sorted(p for p in folder.rglob("*") if p.suffix in (".py", ".lark", ".j2") and p.is_file()):
+            h.update(str(path.relative_to(folder.parent)).encode())
+            h.update(path.read_bytes())
     return h.digest()
 
 
@@ -477,6 +478,16 @@ def _verilator_env() -> None:
     # breaks the C++ build; a make variable override passed through MAKEFLAGS restores it.
     if "CFG_CXXFLAGS_PCH_I" not in os.environ.get("MAKEFLAGS", ""):
         os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    # Every build compiles Verilator's runtime and cocotb's VPI glue again (most of a small design's
+    # build time); with ccache (make setup installs it) only the first does. verilated.mk takes
+    # OBJCACHE from the environment.
+    if "OBJCACHE" not in os.environ and shutil.which("ccache"):
+        os.environ["OBJCACHE"] = "ccache"
+    # CEPC_VERILATOR_OPT_FAST (e.g. -O0) trades the model's speed for a quicker C++ build: the test
+    # suite's streams are short, its designs many (verilated.mk's default is -Os)
+    opt = os.environ.get("CEPC_VERILATOR_OPT_FAST")
+    if opt and "OPT_FAST=" not in os.environ.get("MAKEFLAGS", ""):
+        os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + f" OPT_FAST={opt}").strip()
 
 
 __all__ = ["simulate", "compare", "main_sim", "SimOptions", "decode_record", "record_rows", "LinkSimulation"]

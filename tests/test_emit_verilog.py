@@ -35,6 +35,22 @@ def test_every_example_lints_clean(query, bus_width, partitions, tmp_path):
     assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr
 
 
+# quoted names that are no identifiers (fields, queries), a field "a b", signed registers: every name
+# reaches Yosys's RTLIL reader as an identifier (a space in one was a parse error)
+FIXTURES = [ROOT / "tests" / "fixtures" / "vhdl" / name for name in ("awkward.sql", "partial_matches.sql")]
+
+
+@pytest.mark.parametrize("query", FIXTURES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("partitioner", ["table", "pipeline"])
+def test_awkward_names_compile_and_lint_clean(query, partitioner, tmp_path):
+    out = tmp_path / "cepc_top.v"
+    assert main(["compile", str(query), "-o", str(out), "--partitioner", partitioner, "--partitions", "4"]) == 0
+    result = lint(out)
+    assert result.returncode == 0, result.stderr
+    assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr
+    assert "_x20_" in out.read_text()  # the field "a b", the query "signed regs": a space is _x20_
+
+
 def test_header_names_query_and_version(tmp_path):
     out = tmp_path / "top.v"
     assert main(["compile", str(ROOT / "examples/marathon/marathon.sql"), "-o", str(out), "--top", "top"]) == 0

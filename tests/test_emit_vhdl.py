@@ -24,6 +24,8 @@ from cepc.tools import GHDL_STD, GHDL_WARNINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 AWKWARD = ROOT / "tests" / "fixtures" / "vhdl" / "awkward.sql"
+# a WITHIN query without aggregates in DEFINE or MEASURES (latest start), and signed registers
+PARTIAL = ROOT / "tests" / "fixtures" / "vhdl" / "partial_matches.sql"
 MARATHON = ROOT / "examples" / "marathon" / "marathon.sql"
 NETWORK = ROOT / "examples" / "network" / "network.sql"
 HARDWARE_EXAMPLES = sorted((ROOT / "examples").rglob("*.sql"))
@@ -66,7 +68,7 @@ def test_there_are_examples_to_compile():
 
 
 @needs_ghdl
-@pytest.mark.parametrize("query", HARDWARE_EXAMPLES + [AWKWARD],
+@pytest.mark.parametrize("query", HARDWARE_EXAMPLES + [AWKWARD, PARTIAL],
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 @pytest.mark.parametrize("options", [
     ["--bus-width", "8", "--partitioner", "pipeline", "--partitions", "1"],

@@ -9,12 +9,13 @@ widens and sign-extends, so mixed signed/unsigned comparisons are exact.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Value
+from amaranth.hdl import Module
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..plan import PredicatePlan
 from .expr import ExprBuilder
+from .layouts import field
 
 
 class PredicateDecoder(wiring.Component):
@@ -31,7 +32,7 @@ class PredicateDecoder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        build = ExprBuilder(lambda name: Value.cast(getattr(self.tuple, name)))
+        build = ExprBuilder(lambda name: field(self.tuple, name))
         for i, p in enumerate(self._predicates):
             m.d.comb += self.preds[i].eq(0 if p.aggregate else build.truth(p.expr))
         self.shared = build.shared

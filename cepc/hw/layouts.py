@@ -7,7 +7,9 @@ with the same offsets, so they cannot drift from the hardware.
 
 from __future__ import annotations
 
-from amaranth.hdl import signed, unsigned
+import re
+
+from amaranth.hdl import Value, signed, unsigned
 from amaranth.lib import data
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
@@ -17,7 +19,14 @@ COUNTER_WIDTH = 48  # status counters
 
 
 def tuple_layout(tup: TuplePlan) -> data.StructLayout:
-    return data.StructLayout({f.name: (signed(f.width) if f.signed else unsigned(f.width)) for f in tup.fields})
+    """The tuple's fields, each named ``ident(field name)``: read a field with :func:`field`."""
+    return data.StructLayout({ident(f.name): (signed(f.width) if f.signed else unsigned(f.width))
+                              for f in tup.fields})
+
+
+def field(view, name: str) -> Value:
+    """Field ``name`` (as the query spells it) of a tuple view of :func:`tuple_layout`."""
+    return Value.cast(getattr(view, ident(name)))
 
 
 def key_width(tup: TuplePlan, query: QueryPlan) -> int:
@@ -47,6 +56,24 @@ def record_layout(design: DesignPlan) -> data.StructLayout:
     if record_measures_width(design):
         fields["measures"] = unsigned(record_measures_width(design))
     return data.StructLayout(fields)
+
+
+def ident(text: str) -> str:
+    """A name fit for a signal, submodule or tuple field: a quoted field, query, variable or measure
+    name may hold any character, which Yosys's RTLIL reader (and so the Verilog) does not take. Each
+    other character becomes ``_xHH_``, so distinct names stay distinct ("a b" is ``a_x20_b``)."""
+    return re.sub(r"[^A-Za-z0-9_]", lambda m: f"_x{ord(m.group()):02x}_", text)
+
+
+def hw_names(design: DesignPlan) -> list[str]:
+    """Each query's name in the hardware (signals, submodules), distinct even where ident() maps two alike."""
+    names: list[str] = []
+    for q in design.queries:
+        name = ident(q.name)
+        if name in names:
+            name = f"{name}_q{q.index}"
+        names.append(name)
+    return names
 
 
 def padded(bits: int) -> int:

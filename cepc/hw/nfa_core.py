@@ -8,6 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..plan import NfaPlan, PredicatePlan, QueryPlan
 from .expr import ExprBuilder
+from .layouts import field as field_of
+from .layouts import ident
 
 
 class OwnPredicate(wiring.Component):
@@ -19,7 +21,7 @@ class OwnPredicate(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        build = ExprBuilder(lambda name: Value.cast(getattr(self.tuple, name)))
+        build = ExprBuilder(lambda name: field_of(self.tuple, name))
         m.d.comb += self.holds.eq(build.truth(self._predicate.expr))
         return m
 
@@ -129,7 +131,7 @@ class PartialMatchCore(wiring.Component):
             return v.as_signed() if regs[r].signed else v
 
         def field(name: str) -> Value:
-            return Value.cast(getattr(self.tuple, name))
+            return field_of(self.tuple, name)
 
         active = [self.state[s] for s in range(n)]
         old = [[register(self.state, s, r) for r in range(len(regs))] for s in range(n)]
@@ -216,14 +218,14 @@ class PartialMatchCore(wiring.Component):
             fresh_wins = fresh & ~took if not q.latest else fresh
             if q.latest and valid:  # a new partial match is the latest of all
                 wins = [w & ~fresh for w in wins]
-            on = Signal(name=f"{nfa.labels[s]}_on".replace(".", "_"))
+            on = Signal(name=ident(f"{nfa.labels[s]}_on"))
             m.d.comb += on.eq(fresh | took)
             vector.append(on)
             regs_s = []
             for r, reg in enumerate(regs):
                 chosen = pick(wins, [old[p][r] for p in sources], reg.width)
                 base = chosen.as_signed() if reg.signed else chosen
-                value = Signal(Shape(reg.width, reg.signed), name=f"{nfa.labels[s]}_{reg.name}".replace(".", "_"))
+                value = Signal(Shape(reg.width, reg.signed), name=ident(f"{nfa.labels[s]}_{reg.name}"))
                 if sources:
                     m.d.comb += value.eq(Mux(fresh_wins, updated(r, None), updated(r, base)))
                 else:  # only ever fresh (no edge into it): nothing to extend
@@ -236,14 +238,14 @@ class PartialMatchCore(wiring.Component):
         match = Cat(*(vector[s] for s in accepting)).any() if accepting else Const(0)
         m.d.comb += [self.match.eq(match), self.overflow.eq(Cat(*overflow).any() if overflow else 0)]
         # the measures of the match: the winning accepting state's registers, and the tuple
-        measure_regs = [Signal(Shape(reg.width, reg.signed), name=f"match_{reg.name}") for reg in regs]
+        measure_regs = [Signal(Shape(reg.width, reg.signed), name=ident(f"match_{reg.name}")) for reg in regs]
         for r, reg in enumerate(regs):
             chosen = pick(ends, [new[s][r] for s in accepting], reg.width)
             m.d.comb += measure_regs[r].eq(chosen.as_signed() if reg.signed else chosen)
         build = ExprBuilder(field, lambda r: measure_regs[r])
         columns = []
         for meas in q.measures:
-            column = Signal(meas.width, name=f"measure_{meas.name}")  # .eq sign-extends a signed value
+            column = Signal(meas.width, name=ident(f"measure_{meas.name}"))  # .eq sign-extends a signed value
             m.d.comb += column.eq(build.truth(meas.expr) if meas.kind == "bool" else build.value(meas.expr))
             columns.append(column)
         if columns:

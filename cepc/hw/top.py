@@ -26,7 +26,7 @@ loses a tuple.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -35,7 +35,7 @@ from ..plan import DesignPlan
 from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .framing import Framer
-from .layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, padded, record_layout, tuple_layout
+from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
 from .nfa_core import DfaCore, NfaCore, PartialMatchCore
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
@@ -186,7 +186,7 @@ class Top(wiring.Component):
         outputs = []
         overflows = []
         pred_base = 0
-        for q, uses_decoder in zip(design.queries, decoded):
+        for q, qname, uses_decoder in zip(design.queries, hw_names(design), decoded):
             n_preds = len(q.predicates)
             n_states = q.vector_width  # the bits that are zero for a fresh partition
             width = q.state_width
@@ -209,25 +209,25 @@ class Top(wiring.Component):
                     part = TablePartitioner(self.partitions, kw, width, vector_width=n_states, ways=self.ways,
                                             evict_after=self.evict_after, expiry_width=expiry, early_key=True)
                     if part.early_key:  # the key of the tuple a stage behind, hashed into a register
-                        m.d.comb += part.next_key.eq(Cat(*(Value.cast(getattr(a_tuple, k)) for k in q.key_fields)))
+                        m.d.comb += part.next_key.eq(Cat(*(field(a_tuple, k) for k in q.key_fields)))
                 else:
                     part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
                                                expiry_width=expiry)
-                key = Cat(*(Value.cast(getattr(b_tuple, k)) for k in q.key_fields))
+                key = Cat(*(field(b_tuple, k) for k in q.key_fields))
                 if expiry:
-                    time = Value.cast(getattr(t_tuple, q.time_field))
+                    time = field(t_tuple, q.time_field)
                     if self.partitioner == "table":  # judged at the key's own bucket, by its own time
                         now = time
                     else:  # judged all along the chain: by the latest time the tail has taken
-                        now = Signal(expiry, name=f"{q.name}_now")
+                        now = Signal(expiry, name=f"{qname}_now")
                         with m.If(en & payload.o_valid):
                             m.d.sync += now.eq(time)
                     m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + q.within)]
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0
-            m.submodules[f"{q.name}_partitioner"] = part
-            m.submodules[f"{q.name}_nfa"] = core
+            m.submodules[f"{qname}_partitioner"] = part
+            m.submodules[f"{qname}_nfa"] = core
             m.d.comb += [part.en.eq(en), part.inject.eq(b_valid), part.key.eq(key)]
             slots.append(part.slot)
             evictions.append(part.evicted)
@@ -235,22 +235,22 @@ class Top(wiring.Component):
             if uses_decoder:
                 m.d.comb += core.preds.eq(t_preds[pred_base:pred_base + max(n_preds, 1)] if n_preds else 0)
                 pred_base += n_preds
-            drop = Signal(name=f"{q.name}_drop")
+            drop = Signal(name=f"{qname}_drop")
             m.d.comb += drop.eq(part.out_valid & ~part.out_hit & ~part.out_free & core.next[:n_states].any())
             drops.append(drop)
             if q.tracks_matches:
                 overflows.append(part.out_valid & core.overflow)
 
             # stage 5: the record is registered, then written into the FIFO the next cycle
-            record = Signal(self.record_layout, name=f"{q.name}_record")
-            record_valid = Signal(name=f"{q.name}_record_valid")
+            record = Signal(self.record_layout, name=f"{qname}_record")
+            record_valid = Signal(name=f"{qname}_record_valid")
             m.d.sync += record_valid.eq(en & part.out_valid & core.match & ~drop)
             with m.If(en):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
                 if q.measures:
                     m.d.sync += record.measures.eq(core.measures)
             fifo = SyncFIFOBuffered(width=self.record_layout.size, depth=OUTPUT_FIFO_DEPTH)
-            m.submodules[f"{q.name}_matches"] = fifo
+            m.submodules[f"{qname}_matches"] = fifo
             m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(record_valid)]
             levels.append(fifo.w_level)
             outputs.append(fifo)
