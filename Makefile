@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(PY) -m pytest -n $(JOBS) -q
+	$(PY) -m pytest -n $(JOBS) -q --durations=20
 
 test-quick: setup
 	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
