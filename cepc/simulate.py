@@ -70,7 +70,8 @@ class SimResult:
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h = hashlib.sha256()
     h.update(checked.source.text.encode())
-    backend = tools.ghdl_backend() if opts.simulator == "ghdl" else ""  # their builds differ
+    # their builds differ: GHDL's code generator; the optimisation of Verilator's model
+    backend = tools.ghdl_backend() if opts.simulator == "ghdl" else os.environ.get("CEPC_VERILATOR_OPT_FAST", "")
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
                          backend, opts.automaton, opts.dfa_encoding, opts.decoder]).encode())
