@@ -59,6 +59,26 @@ def stream(rows: list[tuple[int, int, int, int, int]]) -> pd.DataFrame:
     })
 
 
+def random_case(seed: int, after: str, within: int | None, n: int, most: int):
+    """A seeded random query over every aggregate (a plain variable first, so a match can begin) and a
+    stream of ``n`` rows on which the reference finds between 40 and ``most`` matches: (checked, frame,
+    the reference's rows)."""
+    import random
+
+    from oracle import expected_rows
+
+    rng = random.Random(seed)
+    while True:
+        head = ast.Var(rng.choice(list(PLAIN)))
+        tail = pt.random_pattern(rng, 6, variables=list(PLAIN) + list(AGGREGATE))
+        checked = check(parse(query(ast.Seq((head, tail)), after, within)))
+        frame = stream([(rng.randrange(6), rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128),
+                         rng.randrange(4)) for _ in range(n)])
+        want = expected_rows(checked, frame)
+        if 40 <= len(want) <= most:
+            return checked, frame, want
+
+
 def tails() -> st.SearchStrategy:
     leaves = st.sampled_from([ast.Var(v) for v in list(PLAIN) + list(AGGREGATE)] + [ast.AnyTuple()])
 

@@ -129,19 +129,7 @@ def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference
     # every aggregate in DEFINE (over the predecessor's registers), every kind of measure, WITHIN
     import test_hw_aggregates as agg
 
-    from cepc.lang import ast
-
-    rng = random.Random(seed)
-    while True:
-        head = ast.Var(rng.choice(list(agg.PLAIN)))
-        tail = pt.random_pattern(rng, 6, variables=list(agg.PLAIN) + list(agg.AGGREGATE))
-        checked = check(parse(agg.query(ast.Seq((head, tail)), after, within)))
-        rows = [(rng.randrange(6), rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128),
-                 rng.randrange(4)) for _ in range(1500)]
-        frame = agg.stream(rows)
-        want = expected_rows(checked, frame)
-        if 40 <= len(want) <= 500:
-            break
+    checked, frame, want = agg.random_case(seed, after, within, 1500, 500)
     result = run_both(checked, frame, tmp_path, bus_width=64, partitions=partitions, partitioner=partitioner,
                       stall=0.1, backpressure=0.3, seed=seed)
     assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0

@@ -104,19 +104,7 @@ def test_random_aggregate_corpus_matches_the_reference(seed, after, within, part
     # partial-match registers: aggregates in DEFINE, every kind of measure, WITHIN
     import test_hw_aggregates as agg
 
-    from cepc.lang import ast
-
-    rng = random.Random(seed)
-    while True:
-        head = ast.Var(rng.choice(list(agg.PLAIN)))
-        tail = pt.random_pattern(rng, 6, variables=list(agg.PLAIN) + list(agg.AGGREGATE))
-        checked = check(parse(agg.query(ast.Seq((head, tail)), after, within)))
-        rows = [(rng.randrange(6), rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128),
-                 rng.randrange(4)) for _ in range(2000)]
-        frame = agg.stream(rows)
-        want = expected_rows(checked, frame)
-        if 40 <= len(want) <= 700:
-            break
+    checked, frame, want = agg.random_case(seed, after, within, 2000, 700)
     result = simulate(checked, frame, SimOptions(bus_width=64, partitions=8 if partitioner == "pipeline" else None,
                                                  partitioner=partitioner, stall=0.1, backpressure=0.3,
                                                  seed=seed, build_root=ROOT / "build" / "sim"))
