@@ -434,7 +434,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
             predicates.append({"signal": pred_names[i], "query": q.name, "name": p.name, "index": pred_base + i,
                                "expr": None if p.aggregate else exprs.node(p.expr)})
         nfa_names = Names(["state", "preds", "next_state", "match", "rtl", "tuple_data", "measures", "overflow", "fit",
-                           "to_u1"])
+                           "matched", "to_u1"])
         keys = []
         for k in q.key_fields:
             f = tup.field(k)
