@@ -38,6 +38,7 @@ def test_every_example_lints_clean(query, bus_width, partitions, tmp_path):
 # quoted names that are no identifiers (fields, queries), a field "a b", signed registers: every name
 # reaches Yosys's RTLIL reader as an identifier (a space in one was a parse error)
 FIXTURES = [ROOT / "tests" / "fixtures" / "vhdl" / name for name in ("awkward.sql", "partial_matches.sql")]
+WINDOWS = ROOT / "tests" / "fixtures" / "vhdl" / "windows.sql"
 
 
 @pytest.mark.parametrize("query", FIXTURES, ids=lambda p: p.stem)
@@ -49,6 +50,16 @@ def test_awkward_names_compile_and_lint_clean(query, partitioner, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr
     assert "_x20_" in out.read_text()  # the field "a b", the query "signed regs": a space is _x20_
+
+
+@pytest.mark.parametrize("partitioner", ["table", "pipeline"])
+def test_within_on_a_signed_time_lints_clean(partitioner, tmp_path):
+    # the biased time and the clamped window of WITHIN's eviction (cepc.hw.top)
+    out = tmp_path / "cepc_top.v"
+    assert main(["compile", str(WINDOWS), "-o", str(out), "--partitioner", partitioner, "--partitions", "4"]) == 0
+    result = lint(out)
+    assert result.returncode == 0, result.stderr
+    assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr
 
 
 def test_header_names_query_and_version(tmp_path):

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 AWKWARD = ROOT / "tests" / "fixtures" / "vhdl" / "awkward.sql"
 # a WITHIN query without aggregates in DEFINE or MEASURES (latest start), and signed registers
 PARTIAL = ROOT / "tests" / "fixtures" / "vhdl" / "partial_matches.sql"
+WINDOWS = ROOT / "tests" / "fixtures" / "vhdl" / "windows.sql"  # WITHIN on a signed time, a window wider than it
 MARATHON = ROOT / "examples" / "marathon" / "marathon.sql"
 NETWORK = ROOT / "examples" / "network" / "network.sql"
 HARDWARE_EXAMPLES = sorted((ROOT / "examples").rglob("*.sql"))
@@ -68,7 +69,7 @@ def test_there_are_examples_to_compile():
 
 
 @needs_ghdl
-@pytest.mark.parametrize("query", HARDWARE_EXAMPLES + [AWKWARD, PARTIAL],
+@pytest.mark.parametrize("query", HARDWARE_EXAMPLES + [AWKWARD, PARTIAL, WINDOWS],
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 @pytest.mark.parametrize("options", [
     ["--bus-width", "8", "--partitioner", "pipeline", "--partitions", "1"],

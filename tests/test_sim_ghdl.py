@@ -154,6 +154,36 @@ def test_partial_matches_dropped_at_the_length_bound_are_counted_the_same_on_bot
     assert result.counters["overflow"] > 0
 
 
+WINDOWS = ROOT / "tests" / "fixtures" / "vhdl" / "windows.sql"
+
+
+@needs_ghdl
+@pytest.mark.parametrize("partitioner", ["table", "pipeline"])
+def test_within_eviction_is_exact_across_zero_and_for_windows_wider_than_the_time(partitioner, tmp_path):
+    # WITHIN evicts a partition past its expiry (its last time plus the window, compared unsigned):
+    # a signed time crossing zero must keep its order (t = -5 then -1 is 4 apart, not 510), and a
+    # window wider than the time field's range must never expire an entry (250 + 300 must not wrap)
+    checked = check(parse_file(WINDOWS))
+    rows = [(-5, 250, -1), (-1, 251, 1), (3, 252, -1), (4, 253, 1), (20, 254, -1), (35, 255, 1)]
+    rng = np.random.default_rng(9)
+    frame = pd.DataFrame({"t": [r[0] for r in rows], "u": [r[1] for r in rows], "k": [0] * len(rows),
+                          "d": [r[2] for r in rows]})
+    # and the same on a busier stream: times rising through zero over a few keys
+    n = 400
+    busy = pd.DataFrame({"t": np.linspace(-128, 127, n).astype(np.int64), "u": np.linspace(0, 255, n).astype(np.int64),
+                         "k": rng.integers(1, 5, n), "d": rng.integers(-3, 3, n)})
+    for stream_ in (frame, busy):
+        want = expected_rows(checked, stream_)
+        result = run_both(checked, stream_, tmp_path, bus_width=32, partitions=None if partitioner == "table" else 6,
+                          partitioner=partitioner, seed=9)
+        assert result.counters["dropped"] == 0
+        assert result.rows == want
+    # the first stream: signed_time matches twice (the pair at 20 and 35 is outside its window),
+    # wide_window three times
+    queries = [row[2] for row in expected_rows(checked, frame)]
+    assert queries.count("signed_time") == 2 and queries.count("wide_window") == 3
+
+
 @needs_ghdl
 @pytest.mark.parametrize("partitioner", ["table", "pipeline"])
 def test_partial_match_corners_are_the_same_on_both_back_ends_and_the_reference(partitioner, tmp_path):
@@ -306,6 +336,28 @@ def test_vhdl_heavy_backpressure_fills_the_fifos_without_losing_a_record(keyed):
     result = run(checked, frame, "ghdl", bus_width=64, partitions=3, backpressure=0.9, seed=3)
     assert result.rows == reference_rows(checked, frame) and len(result.rows) == 300
     assert result.counters["matches_out"] == 300
+
+
+@needs_ghdl
+@pytest.mark.parametrize("bus_width, partitioner", [(8, "table"), (24, "pipeline")])
+def test_every_beat_and_record_takes_the_same_cycle_on_both_back_ends(bus_width, partitioner):
+    # cycle-exact: the clock cycle of every packet's last beat taken and of every record given, under
+    # the same random gaps and backpressure (an 8-bit bus has a framer of its own, without the
+    # trim cycle after a packet)
+    text = pt.schema() + f"PARTITION BY k AFTER MATCH CONTINUE PATTERN (P0 P3* P2) DEFINE {pt.defines()};"
+    checked = check(parse(text))
+    rng = np.random.default_rng(11)
+    n = 300
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": rng.integers(0, 6, n),
+                          "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
+    results = {simulator: run(checked, frame, simulator, bus_width=bus_width, partitioner=partitioner,
+                              partitions=None if partitioner == "table" else 6, packet_tuples=7, stall=0.2,
+                              backpressure=0.3, seed=11, timing=True)
+               for simulator in ("verilator", "ghdl")}
+    verilog, vhdl = results["verilator"], results["ghdl"]
+    assert len(verilog.timing["records"]) == len(verilog.rows) > 20
+    assert vhdl.timing == verilog.timing
+    assert vhdl.rows == verilog.rows and vhdl.counters == verilog.counters
 
 
 @needs_ghdl

@@ -378,11 +378,13 @@ def _table(q: QueryPlan, tup, top: Top) -> dict:
 
 def _within(q: QueryPlan, tup) -> dict:
     """WITHIN's exact eviction: an entry's expiry is its key's last time plus the window, in one bit
-    more than the time field (as :class:`cepc.hw.top.Top` wires the partitioners)."""
+    more than the time field, compared unsigned: a signed time is biased (its sign bit flipped), the
+    window at most the time field's range (as :class:`cepc.hw.top.Top` wires the partitioners)."""
     f = tup.field(q.time_field)
     width = f.width + 1
+    window = min(q.within, (1 << f.width) - 1)  # a wider window never expires an entry
     return {"field": q.time_field, "lo": f.offset, "hi": f.offset + f.width - 1, "signed": f.signed,
-            "expiry_width": width, "window": format(q.within % (1 << width), f"0{width}b")}
+            "expiry_width": width, "window": format(window, f"0{width}b")}
 
 
 def unsupported(design: DesignPlan, decoder: bool = True) -> str | None:

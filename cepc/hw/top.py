@@ -215,14 +215,20 @@ class Top(wiring.Component):
                                                expiry_width=expiry)
                 key = Cat(*(field(b_tuple, k) for k in q.key_fields))
                 if expiry:
+                    # Expiries compare unsigned, so a signed time is biased (its sign bit flipped: the
+                    # order is kept across zero), and the window is at most the time field's range:
+                    # a wider one never expires an entry, and time + window fits the expiry's bits.
                     time = field(t_tuple, q.time_field)
+                    tw = len(time)
+                    if time.shape().signed:
+                        time = time.as_unsigned() ^ (1 << (tw - 1))
                     if self.partitioner == "table":  # judged at the key's own bucket, by its own time
                         now = time
                     else:  # judged all along the chain: by the latest time the tail has taken
                         now = Signal(expiry, name=f"{qname}_now")
                         with m.If(en & payload.o_valid):
                             m.d.sync += now.eq(time)
-                    m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + q.within)]
+                    m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + min(q.within, (1 << tw) - 1))]
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0
