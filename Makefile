@@ -77,7 +77,7 @@ demo: setup
 # synthesis) without a warning; the Spark golden model against the reference. CI=true: a missing
 # GHDL fails instead of skipping.
 sim: setup
-	CI=true $(PY) -m pytest -q tests/test_sim_verilator.py tests/test_sim_ghdl.py tests/test_emit_vhdl.py tests/test_golden_spark.py tests/test_hw_top.py
+	CI=true $(PY) -m pytest -n $(JOBS) -q tests/test_sim_verilator.py tests/test_sim_ghdl.py tests/test_emit_vhdl.py tests/test_golden_spark.py tests/test_hw_top.py
 
 # The marathon example on an ECP5 (ULX3S-85F) and an iCE40 (iCEBreaker) board: bitstreams and
 # reports in build/synth/BOARD/ (Yosys and nextpnr from PyPI; a few minutes each on one core).
