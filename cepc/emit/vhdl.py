@@ -25,7 +25,7 @@ from ..errors import ToolError
 from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width, record_measures_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
 from ..hw.partition.table import STAMP_BITS, TablePartitioner
-from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth
+from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth, within_expiry
 from ..plan import DesignPlan, PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
 
@@ -351,10 +351,10 @@ def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases:
              "signed": tup.field(f).signed} for f in exprs.used]
     return {
         "states": states, "fields": used, "better": better, "latest": q.latest, "order": regs[order].name,
-        "registers": [{"name": r.name, "width": r.width, "signed": r.signed, "func": r.func, "field": r.field,
-                       "match": measure_regs[i]} for i, r in enumerate(regs)],
+        "registers": [{"name": r.name, "width": r.width, "signed": r.signed, "match": measure_regs[i]}
+                      for i, r in enumerate(regs)],
         "measures": measures, "measures_width": max(1, q.measures_width), "payload_width": q.payload_width,
-        "needs_to_u1": _needs_to_u1(nodes), "within": q.within, "max_length": q.max_length,
+        "needs_to_u1": _needs_to_u1(nodes), "within": q.within,
         "refs": sorted(refs), "reported": reported,
         "fit_unsigned": any(not n["shape"]["signed"] for n in fits),
         "fit_signed": any(n["shape"]["signed"] for n in fits),
@@ -377,12 +377,9 @@ def _table(q: QueryPlan, tup, top: Top) -> dict:
 
 
 def _within(q: QueryPlan, tup) -> dict:
-    """WITHIN's exact eviction: an entry's expiry is its key's last time plus the window, in one bit
-    more than the time field, compared unsigned: a signed time is biased (its sign bit flipped), the
-    window at most the time field's range (as :class:`cepc.hw.top.Top` wires the partitioners)."""
+    """WITHIN's exact eviction (:func:`cepc.hw.top.within_expiry`); the template biases a signed time."""
     f = tup.field(q.time_field)
-    width = f.width + 1
-    window = min(q.within, (1 << f.width) - 1)  # a wider window never expires an entry
+    width, window = within_expiry(q, tup)
     return {"field": q.time_field, "lo": f.offset, "hi": f.offset + f.width - 1, "signed": f.signed,
             "expiry_width": width, "window": format(window, f"0{width}b")}
 

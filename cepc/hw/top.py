@@ -31,7 +31,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from ..plan import DesignPlan
+from ..plan import DesignPlan, QueryPlan, TuplePlan
 from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .framing import Framer
@@ -59,6 +59,15 @@ def check_options(bus_width: int, partitions: int, partitioner: str, evict_after
         raise ValueError(f"--partitions must be at least 1, not {partitions!r}")
     if partitioner not in PARTITIONERS:
         raise ValueError(f"unknown partitioner {partitioner!r}; use table or pipeline")
+
+
+def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
+    """WITHIN's exact eviction, as both back ends build it: (the bits of an expiry, the window it adds).
+    An expiry is the key's last time plus the window, compared unsigned in one bit more than the time
+    field; the window is at most the time field's range (a wider one never expires an entry, and the
+    sum cannot wrap)."""
+    width = tup.field(q.time_field).width
+    return width + 1, min(q.within, (1 << width) - 1)
 
 
 def keyed(design: DesignPlan) -> bool:
@@ -204,7 +213,7 @@ class Top(wiring.Component):
                 kw = key_width(tup, q)
                 expiry = None
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
-                    expiry = tup.field(q.time_field).width + 1
+                    expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
                     part = TablePartitioner(self.partitions, kw, width, vector_width=n_states, ways=self.ways,
                                             evict_after=self.evict_after, expiry_width=expiry, early_key=True)
@@ -215,20 +224,18 @@ class Top(wiring.Component):
                                                expiry_width=expiry)
                 key = Cat(*(field(b_tuple, k) for k in q.key_fields))
                 if expiry:
-                    # Expiries compare unsigned, so a signed time is biased (its sign bit flipped: the
-                    # order is kept across zero), and the window is at most the time field's range:
-                    # a wider one never expires an entry, and time + window fits the expiry's bits.
+                    # expiries compare unsigned: a signed time is biased (its sign bit flipped keeps
+                    # its order across zero)
                     time = field(t_tuple, q.time_field)
-                    tw = len(time)
                     if time.shape().signed:
-                        time = time.as_unsigned() ^ (1 << (tw - 1))
+                        time = time.as_unsigned() ^ (1 << (len(time) - 1))
                     if self.partitioner == "table":  # judged at the key's own bucket, by its own time
                         now = time
                     else:  # judged all along the chain: by the latest time the tail has taken
                         now = Signal(expiry, name=f"{qname}_now")
                         with m.If(en & payload.o_valid):
                             m.d.sync += now.eq(time)
-                    m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + min(q.within, (1 << tw) - 1))]
+                    m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0
