@@ -108,6 +108,16 @@ def test_random_aggregate_queries_match_the_reference(head, tail, after, within,
                           seed=seed, partitioner=partitioner)
 
 
+def test_a_wide_bucket_simulates():
+    # P0 (P0 P0 P1 R){1,3}: 13 states and their registers, 4 ways a bucket. As one memory of
+    # thousands of bits, amaranth.sim nested its write enable past CPython's compiler limit
+    # (RecursionError); the table is now stored a way and at most COLUMN_BITS per memory
+    pattern = ast.Seq((ast.Var("P0"), ast.Repeat(ast.Seq((ast.Var("P0"), ast.Var("P0"), ast.Var("P1"), ast.Var("R"))), 1, 3)))
+    checked = check(parse(query(pattern, "CONTINUE", 12)))
+    rows = [(i % 3, [0, 0, 1, 0][i % 4], 10 * i % 256, 0, 1) for i in range(40)]
+    hwsim.run_and_compare(checked, stream(rows), bus_width=40, partitions=4, seed=1, partitioner="table")
+
+
 @pytest.mark.parametrize("measures", [MEASURES, ""])
 @pytest.mark.parametrize("partitioner", ["pipeline", "table"])
 def test_an_unused_aggregate_variable_keeps_the_earliest_start(measures, partitioner):

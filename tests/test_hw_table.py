@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cepc.hw.partition import TablePartitioner
-from cepc.hw.partition.table import DEPTH, h3
+from cepc.hw.partition.table import DEPTH, bank_depth_for, h3
 
 
 class Model:
@@ -96,6 +96,39 @@ def test_hashed_table_equals_the_model(keys, entries, ways, stall, seed):
     dut = TablePartitioner(entries, 8, 8, ways=ways)
     assert not dut.direct
     drive(dut, keys, update, stall, seed)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=120), st.sampled_from([1, 2, 4]), st.sampled_from([2, 4, 8]),
+       st.floats(0, 0.5), st.integers(0, 1000))
+def test_a_table_cut_into_banks_equals_the_model(keys, ways, depth, stall, seed):
+    # several banks, each a block RAM deep: the bank's output register, then the multiplexer over banks
+    rng = random.Random(seed)
+
+    def update(key, state):
+        return 0 if rng.random() < 0.2 else count_up(key, state)
+
+    dut = TablePartitioner(64, 9, 8, ways=ways, bank_depth=depth)
+    assert dut.banks == dut.buckets // depth > 1
+    drive(dut, keys, update, stall, seed)
+
+
+def test_a_direct_table_cut_into_banks_and_columns_equals_the_model():
+    # 1,100-bit states: each way is split into columns of at most COLUMN_BITS
+    dut = TablePartitioner(1 << 6, 6, 1100, vector_width=8, bank_depth=16)
+    assert dut.direct and dut.banks == 4 and len(dut.columns) == 3
+    keys = [random.Random(2).randrange(64) for _ in range(300)]
+    wide = lambda k, s: (s * 3 + k + 1) % (1 << 1100) or 1  # noqa: E731
+    seen, _ = drive(dut, keys, lambda k, s: wide(k, s) | 1, stall=0.2, seed=2)
+    assert all(h or f for _, _, h, f, _ in seen)
+
+
+def test_bank_depth_is_one_block_ram_deep():
+    assert [bank_depth_for(w) for w in (1, 2, 3, 4, 5, 9, 36, 512)] == [16384, 8192, 4096, 4096, 2048, 2048,
+                                                                        2048, 2048]
+    dut = TablePartitioner(1 << 16, 16, 9)  # marathon's direct table: 32 banks of 2,048 × 9
+    dut._MustUse__silence = True
+    assert (dut.direct, dut.banks, dut.bank_depth) == (True, 32, 2048)
 
 
 def test_direct_table_holds_every_key_and_never_drops():
@@ -215,3 +248,25 @@ def test_h3_hash_spreads_keys():
         counts[dut.index(k)] = counts.get(dut.index(k), 0) + 1
     assert len(counts) == dut.buckets and max(counts.values()) <= 40  # 16 keys a bucket on average
     assert dut.index(12345) == h3(12345, dut.hash_rows)
+
+
+def test_sizing_counts_the_block_rams_of_banks_ways_and_columns():
+    # what `--partitioner auto` reports is what TablePartitioner stores: one memory per way, in columns
+    from pathlib import Path
+
+    from cepc.hw import sizing
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse_file
+    from cepc.nfa.lower import lower
+
+    root = Path(__file__).resolve().parent.parent
+    ecp5 = sizing.DEVICES["ecp5-85f"]
+    marathon = lower(check(parse_file(root / "examples" / "marathon" / "marathon.sql")))
+    plan = sizing.table_plan(marathon, marathon.queries[0], 1 << 16, ecp5)
+    assert (plan.direct, plan.entries, plan.blocks) == (True, 1 << 16, 32)  # 32 banks of 2,048 × 9
+    finance = lower(check(parse_file(root / "examples" / "finance" / "finance0" / "finance0.sql")))
+    q = finance.queries[0]
+    plan = sizing.table_plan(finance, q, 2048, ecp5)
+    assert plan.ways == 4 and plan.entry_bits > 504  # two columns a way: 504 bits, then the rest
+    rest = plan.entry_bits - 504
+    assert plan.blocks == 4 * (ecp5.blocks_for(512, 504) + ecp5.blocks_for(512, rest))

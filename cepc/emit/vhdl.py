@@ -24,8 +24,8 @@ from amaranth.hdl import Const, Shape, Signal, Value, signed, unsigned
 from ..errors import ToolError
 from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width, record_measures_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
-from ..hw.partition.table import STAMP_BITS, TablePartitioner
-from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth, within_expiry
+from ..hw.partition.table import FORWARD, STAMP_BITS, TablePartitioner
+from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth, table_partitioner, within_expiry
 from ..plan import DesignPlan, PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
 
@@ -363,13 +363,13 @@ def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases:
 
 def _table(q: QueryPlan, tup, top: Top) -> dict:
     """The parameters of a query's table partitioner, as :class:`TablePartitioner` computes them."""
-    table = TablePartitioner(top.partitions, key_width(tup, q), q.nfa.n_states, vector_width=q.nfa.n_states,
-                             ways=top.ways, evict_after=top.evict_after)
+    table = table_partitioner(q, tup, top.partitions, top.ways, top.evict_after)
     table._MustUse__silence = True  # a calculator here: the VHDL comes from the template
     kw = key_width(tup, q)
     return {
         "direct": table.direct, "ways": table.ways, "buckets": table.buckets,
-        "index_bits": max(1, table.index_bits),
+        "index_bits": max(1, table.index_bits), "bank_depth": table.bank_depth, "banks": table.banks,
+        "bank_bits": table.bank_bits_low,
         # the H3 rows as one bit string, row 0 in the lowest bits (written last)
         "hash_rows": "".join(format(row, f"0{kw}b") for row in reversed(table.hash_rows)) or "0",
         "stamp_period": table._period or 0,
@@ -504,7 +504,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "queries": queries,
         # the partitioner entities some query uses (the file holds only those)
         "uses": {kind: any(q["kind"] == kind for q in queries) for kind in ("pipeline", "table", "single")},
-        "stamp_bits": STAMP_BITS,
+        "stamp_bits": STAMP_BITS, "table_forward": FORWARD,
         "stream": design.stream,
     }
 

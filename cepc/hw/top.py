@@ -70,6 +70,14 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
     return width + 1, min(q.within, (1 << width) - 1)
 
 
+def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int | None = None,
+                      evict_after: int | None = None) -> TablePartitioner:
+    """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it)."""
+    expiry = within_expiry(q, tup)[0] if q.within is not None else None
+    return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
+                            evict_after=evict_after, expiry_width=expiry, early_key=True)
+
+
 def keyed(design: DesignPlan) -> bool:
     return any(q.key_fields for q in design.queries)
 
@@ -80,7 +88,7 @@ def pipelined(design: DesignPlan, partitioner: str = "pipeline") -> bool:
 
 
 def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "pipeline") -> int:
-    """Cycles a key spends in the partitioners: ``partitions`` for the pipeline partitioner, 2 for
+    """Cycles a key spends in the partitioners: ``partitions`` for the pipeline partitioner, 3 for
     the table, 1 when no query has PARTITION BY."""
     if not keyed(design):
         return 1
@@ -215,8 +223,7 @@ class Top(wiring.Component):
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
-                    part = TablePartitioner(self.partitions, kw, width, vector_width=n_states, ways=self.ways,
-                                            evict_after=self.evict_after, expiry_width=expiry, early_key=True)
+                    part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after)
                     if part.early_key:  # the key of the tuple a stage behind, hashed into a register
                         m.d.comb += part.next_key.eq(Cat(*(field(a_tuple, k) for k in q.key_fields)))
                 else:

@@ -18,19 +18,21 @@ as in the pipeline partitioner), or when it is stale: with WITHIN, past its
 expiry (its key's last time plus the window) compared with the time of the
 tuple being placed; with ``evict_after``, not written for that many cycles.
 
-Pipeline (``depth`` = 2 enabled cycles, one key per cycle):
+Pipeline (``depth`` = 3 enabled cycles, one key per cycle). The table is cut into
+banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into columns:
 
-1. the key's bucket address goes to the read port;
-2. the bucket arrives from block RAM and is registered (its slow
-   clock-to-out ends in a flip-flop);
-3. the bucket is patched with the writes of the two keys just ahead (they
-   were not in block RAM yet when it was read) — which keys collide is
-   decided in the stages before, from registers — the key's entry is found
-   and offered on ``out_*``; the caller's ``next_state`` is written back to
-   block RAM in the same cycle.
+0. the key's bucket address (a register, hashed a stage early) goes to every bank;
+1. each bank's word arrives from block RAM and is registered beside it (block RAM's slow
+   clock-to-out ends in a flip-flop, not in the multiplexer over the banks);
+2. the key's bank is picked and registered; whether the four keys ahead wrote this bucket, and
+   whether they were this key, is decided from registers;
+3. each way of the bucket is patched with the newest of those writes (block RAM did not have
+   them when it was read), the key's entry is found and offered on ``out_*``, and the caller's
+   ``next_state`` is registered as the write, which block RAM takes in the next enabled cycle.
 
-So back-to-back tuples of one key, or of keys sharing a bucket, see each
-other's updates by forwarding, never by stalling.
+So back-to-back tuples of one key, or of keys sharing a bucket, see each other's updates by
+forwarding, never by stalling, and every path into and out of block RAM starts or ends in a
+flip-flop.
 """
 
 from __future__ import annotations
@@ -42,9 +44,23 @@ from amaranth.lib import memory, wiring
 
 from .pipeline import _signature
 
-DEPTH = 2  # enabled cycles from inject to out_*
+DEPTH = 3  # enabled cycles from inject to out_*
+# writes block RAM has not taken when a key's bucket is read: the key read at enabled edge c is
+# looked up at c + 3; the write of the key k ahead is registered at c + 3 - k and taken at c + 4 - k
+FORWARD = DEPTH + 1
+COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
+
+
+def bank_depth_for(width: int) -> int:
+    """How deep one bank of ``width``-bit words is: as deep as one block RAM holds them (ECP5's
+    DP16KD: 16,384 × 1, 8,192 × 2, 4,096 × 4, 2,048 × 9, wider words side by side), so a bank is never
+    block RAMs cascaded by depth, whose multiplexer would follow block RAM's clock-to-out."""
+    for depth, most in ((16384, 1), (8192, 2), (4096, 4)):
+        if width <= most:
+            return depth
+    return 2048
 
 
 def h3_matrix(key_width: int, index_bits: int, seed: int = 0x5EED) -> list[int]:
@@ -60,7 +76,7 @@ def h3(key: int, rows: list[int]) -> int:
 
 class TablePartitioner(wiring.Component):
     """Per-key state for ``entries`` partitions in block RAM; same protocol as
-    :class:`~cepc.hw.partition.PipelinePartitioner` with ``depth`` 2 and a slot every cycle.
+    :class:`~cepc.hw.partition.PipelinePartitioner` with ``depth`` 3 and a slot every cycle.
 
     ``entries`` is rounded up to a power of two (and to ``2**key_width`` when direct-indexed
     fits). ``state_width`` is the stored payload, its low ``vector_width`` bits the state vector.
@@ -71,7 +87,7 @@ class TablePartitioner(wiring.Component):
 
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
-                 early_key: bool = False):
+                 early_key: bool = False, bank_depth: int | None = None):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -91,6 +107,13 @@ class TablePartitioner(wiring.Component):
         self.entry_width = state_width + self.tag_width + (expiry_width or 0) + (STAMP_BITS if evict_after else 0)
         self.word_width = self.entry_width * self.ways
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
+        # banks of a power-of-two depth (at least two words: a one-word memory has no address)
+        depth = bank_depth or bank_depth_for(min(self.entry_width, COLUMN_BITS))
+        self.bank_depth = min(self.buckets, max(2, 1 << (depth - 1).bit_length()))
+        self.banks = self.buckets // self.bank_depth
+        self.bank_bits_low = (self.bank_depth - 1).bit_length()
+        self.columns = [(lo, min(lo + COLUMN_BITS, self.entry_width))
+                        for lo in range(0, self.entry_width, COLUMN_BITS)]
         signature = _signature(key_width, state_width, expiry_width or 1)
         self.early_key = early_key and not self.direct
         if self.early_key:
@@ -105,10 +128,9 @@ class TablePartitioner(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        kw, sw, vw, W = self._kw, self._sw, self._vw, self.ways
-        m.submodules.table = table = memory.Memory(shape=self.word_width, depth=self.buckets, init=[])
-        rd = table.read_port()
-        wr = table.write_port()
+        kw, sw, vw, W, ew = self._kw, self._sw, self._vw, self.ways, self.entry_width
+        ib = max(1, self.index_bits)
+        low = self.bank_bits_low  # address bits inside a bank; the bits above pick the bank
 
         def index_of(key):
             if self.direct:
@@ -129,7 +151,9 @@ class TablePartitioner(wiring.Component):
             stamp = entry[off:off + STAMP_BITS] if self._period else None
             return state, tag, expiry, stamp
 
-        ib = max(1, self.index_bits)
+        def bank_of(index):
+            return index[low:] if self.banks > 1 else Const(0, 1)
+
         # --- reset sweep: a synchronous reset empties the table, if anything was written -----------
         # `alive` is the one register here that a reset clears: low in the cycle after any reset,
         # the domain's own or one a ResetInserter adds (the board top's sync domain has none)
@@ -146,37 +170,70 @@ class TablePartitioner(wiring.Component):
                 m.d.sync += [sweeping.eq(0), dirty.eq(0)]
         m.d.comb += self.slot.eq(alive & ~sweeping)
 
-        # --- stage 1: address ------------------------------------------------------------------------
-        v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
+        # --- stage 0: the key's bucket address goes to every bank's read port ----------------------
         index0 = Signal(ib)
         if self.early_key:  # index_of(key) by construction: both move on the same enabled edges from 0
             with m.If(self.en):
                 m.d.sync += index0.eq(index_of(self.next_key))
         else:
             m.d.comb += index0.eq(index_of(self.key))
-        m.d.comb += [rd.addr.eq(index0), rd.en.eq(self.en)]
 
-        # the write of this cycle (stage 3), and the last two, for forwarding
-        we, w_index, w_data = Signal(), Signal(ib), Signal(self.word_width)
-        last1, last2 = Signal(self.word_width), Signal(self.word_width)
-        # stage 3 registers: the bucket as block RAM had it when the key's read was sampled
-        v3, k3, i3, word3 = Signal(), Signal(kw), Signal(ib), Signal(self.word_width)
-        # Block RAM missed the writes of the two keys ahead (committed with and after the read):
-        # whether they hit this bucket is decided from registers in the stages before.
-        fwd_b1, fwd_a3, fwd_b3 = Signal(), Signal(), Signal()
+        # The writes, registered (block RAM's write pins are driven by flip-flops): the one of the key
+        # one ahead, committed in this enabled cycle, and the three before it, kept for forwarding.
+        # Each writes one entry (or none) of its bucket: `ways` one-hot, `entry` the new entry.
+        writes = [{"valid": Signal(name=f"w{j}_valid"), "index": Signal(ib, name=f"w{j}_index"),
+                   "ways": Signal(W, name=f"w{j}_ways"), "entry": Signal(ew, name=f"w{j}_entry"),
+                   "keep": Signal(name=f"w{j}_keep"), "key": Signal(kw, name=f"w{j}_key")}
+                   for j in range(FORWARD)]
+        w0 = writes[0]
+
+        # --- block RAM: banks × ways × columns, each bank's output registered ---------------------------
+        bank_q = []  # [bank][way]: the stage-2 registers of the bank's read data
+        for b in range(self.banks):
+            row = []
+            for w in range(W):
+                q = Signal(ew, name=f"bank{b}_way{w}")
+                for c, (lo, hi) in enumerate(self.columns):
+                    mem = memory.Memory(shape=hi - lo, depth=self.bank_depth, init=[])
+                    m.submodules[f"bank{b}_way{w}_col{c}"] = mem
+                    rd, wr = mem.read_port(), mem.write_port()
+                    m.d.comb += [rd.addr.eq(index0[:low]), rd.en.eq(self.en)]
+                    with m.If(self.en):
+                        m.d.sync += q[lo:hi].eq(rd.data)
+                    with m.If(sweeping):  # the swept bucket: every way cleared
+                        m.d.comb += [wr.addr.eq(sweep_at[:low]), wr.data.eq(0), wr.en.eq(bank_of(sweep_at) == b)]
+                    with m.Else():
+                        m.d.comb += [wr.addr.eq(w0["index"][:low]), wr.data.eq(w0["entry"][lo:hi]),
+                                     wr.en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
+                row.append(q)
+            bank_q.append(row)
+
+        # --- stages 1–3: the key, and its bucket as block RAM had it when the read was sampled ----------
+        v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
+        v2, k2, i2 = Signal(), Signal(kw), Signal(ib)
+        v3, k3, i3 = Signal(), Signal(kw), Signal(ib)
+        word3 = [Signal(ew, name=f"word3_way{w}") for w in range(W)]
+        # Block RAM missed the writes of the four keys ahead (committed with and after the read): whether
+        # each wrote this bucket, and whether it was this key, is decided at stage 2, from registers.
+        same_bucket = [Signal(name=f"fwd{j}") for j in range(FORWARD)]
+        same_key = [Signal(name=f"fwd{j}_key") for j in range(FORWARD)]
+        ahead = [(v3, i3, k3)] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-1]]
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
-                fwd_b1.eq(we & (w_index == index0)),  # the key two ahead writes now
-                v3.eq(v1), k3.eq(k1), i3.eq(i1), word3.eq(rd.data),
-                fwd_a3.eq(we & (w_index == i1)), fwd_b3.eq(fwd_b1),  # the key one ahead writes now
-                last1.eq(w_data), last2.eq(last1),
+                v2.eq(v1), k2.eq(k1), i2.eq(i1),
+                v3.eq(v2), k3.eq(k2), i3.eq(i2),
             ]
-        # --- stage 3: the key's entry ------------------------------------------------------------------
-        bucket = Signal(self.word_width)
-        m.d.comb += bucket.eq(Mux(fwd_a3, last1, Mux(fwd_b3, last2, word3)))
-        entries = [bucket[w * self.entry_width:(w + 1) * self.entry_width] for w in range(W)]
+            bank2 = bank_of(i2)
+            for w in range(W):
+                with m.Switch(bank2):
+                    for b in range(self.banks):
+                        with m.Case(b):
+                            m.d.sync += word3[w].eq(bank_q[b][w])
+            for j, (valid, index, key) in enumerate(ahead):
+                m.d.sync += [same_bucket[j].eq(valid & (index == i2)), same_key[j].eq(key == k2)]
 
+        # --- stage 3: the key's entry ------------------------------------------------------------------
         epoch = None
         if self._period is not None:
             epoch = Signal(STAMP_BITS)
@@ -186,21 +243,31 @@ class TablePartitioner(wiring.Component):
                 with m.If(ticks == self._period - 1):
                     m.d.sync += epoch.eq(epoch + 1)
 
-        used, own, live = [], [], []
-        for w, entry in enumerate(entries):
-            state, tag, expiry, stamp = fields(entry)
-            u = Signal(name=f"way{w}_used")
-            o = Signal(name=f"way{w}_own")
+        entries, used, own, live = [], [], [], []
+        for w in range(W):
+            # the newest of the missed writes to this way, else block RAM's
+            state3, tag3, _, _ = fields(word3[w])
+            entry, u = word3[w], state3[:vw].any()
+            o = (tag3 == k3) if tag3 is not None else Const(1)
+            for j in reversed(range(FORWARD)):
+                sel = same_bucket[j] & writes[j]["ways"][w]
+                entry = Mux(sel, writes[j]["entry"], entry)
+                u = Mux(sel, writes[j]["keep"], u)
+                o = Mux(sel, same_key[j], o)
+            e = Signal(ew, name=f"way{w}_entry")
+            us = Signal(name=f"way{w}_used")
+            ow = Signal(name=f"way{w}_own")
             lv = Signal(name=f"way{w}_live")
+            _, _, expiry, stamp = fields(e)
             stale = Const(0)
             if expiry is not None:
                 stale = stale | (expiry < self.now)
             if stamp is not None:
                 stale = stale | (epoch - stamp)[STAMP_BITS - 1]  # older than half the epoch range
-            m.d.comb += [u.eq(state[:vw].any()), o.eq(u & (tag == k3) if tag is not None else u),
-                         lv.eq(u & ~stale)]
-            used.append(u)
-            own.append(o)
+            m.d.comb += [e.eq(entry), us.eq(u), ow.eq(us & o), lv.eq(us & ~stale)]
+            entries.append(e)
+            used.append(us)
+            own.append(ow)
             live.append(lv)
 
         def first(flags):
@@ -227,18 +294,17 @@ class TablePartitioner(wiring.Component):
             self.out_state.eq(state_out),
         ]
 
-        # --- write back: the key's entry (or a free one) takes the next state --------------------------
+        # --- write back: the key's entry (or a free one) takes the next state, a cycle later -----------
         keep = self.next_state[:vw].any()
         target = [Mux(hit, hits[w], alloc[w] & keep) for w in range(W)]
         new_entry = Cat(self.next_state, *([k3] if self.tag_width else []),
                         *([self.next_expiry] if self._xw else []), *([epoch] if self._period else []))
-        patched = Cat(*(Mux(target[w], new_entry, entries[w]) for w in range(W)))
         writing = self.en & v3
-        m.d.comb += [
-            we.eq(writing | sweeping), w_index.eq(Mux(sweeping, sweep_at, i3)),
-            w_data.eq(Mux(sweeping, 0, patched)),
-            wr.addr.eq(w_index), wr.data.eq(w_data), wr.en.eq(we),
-        ]
+        with m.If(self.en):
+            m.d.sync += [w0["valid"].eq(v3), w0["index"].eq(i3), w0["ways"].eq(Cat(*target)),
+                         w0["entry"].eq(new_entry), w0["keep"].eq(keep), w0["key"].eq(k3)]
+            for older, newer in zip(writes[1:], writes):
+                m.d.sync += [older[f].eq(newer[f]) for f in older]
         with m.If(writing & keep):
             m.d.sync += dirty.eq(1)
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
