@@ -24,8 +24,9 @@ banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into colum
 0. the key's bucket address (a register, hashed a stage early) goes to every bank;
 1. each bank's word arrives from block RAM and is registered beside it (block RAM's slow
    clock-to-out ends in a flip-flop, not in the multiplexer over the banks);
-2. the key's bank is picked and registered; whether the four keys ahead wrote this bucket, and
-   whether they were this key, is decided from registers;
+2. the key's bank is picked and registered, with whether each way is in use and holds the key;
+   whether the four keys ahead wrote this bucket, and whether they were this key, is decided
+   from registers;
 3. each way of the bucket is patched with the newest of those writes (block RAM did not have
    them when it was read), the key's entry is found and offered on ``out_*``, and the caller's
    ``next_state`` is registered as the write, which block RAM takes in the next enabled cycle.
@@ -183,8 +184,9 @@ class TablePartitioner(wiring.Component):
         # Each writes one entry (or none) of its bucket: `ways` one-hot, `entry` the new entry.
         writes = [{"valid": Signal(name=f"w{j}_valid"), "index": Signal(ib, name=f"w{j}_index"),
                    "ways": Signal(W, name=f"w{j}_ways"), "entry": Signal(ew, name=f"w{j}_entry"),
-                   "keep": Signal(name=f"w{j}_keep"), "key": Signal(kw, name=f"w{j}_key")}
-                   for j in range(FORWARD)]
+                   "keep": Signal(name=f"w{j}_keep"), "key": Signal(kw, name=f"w{j}_key"),
+                   "was": Signal(name=f"w{j}_was")}  # the entry it writes was in use
+                  for j in range(FORWARD)]
         w0 = writes[0]
 
         # --- block RAM: banks × ways × columns, each bank's output registered ---------------------------
@@ -213,6 +215,8 @@ class TablePartitioner(wiring.Component):
         v2, k2, i2 = Signal(), Signal(kw), Signal(ib)
         v3, k3, i3 = Signal(), Signal(kw), Signal(ib)
         word3 = [Signal(ew, name=f"word3_way{w}") for w in range(W)]
+        used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
+        tagged3 = [Signal(name=f"tagged3_way{w}") for w in range(W)]
         # Block RAM missed the writes of the four keys ahead (committed with and after the read): whether
         # each wrote this bucket, and whether it was this key, is decided at stage 2, from registers.
         same_bucket = [Signal(name=f"fwd{j}") for j in range(FORWARD)]
@@ -228,8 +232,11 @@ class TablePartitioner(wiring.Component):
             for w in range(W):
                 with m.Switch(bank2):
                     for b in range(self.banks):
-                        with m.Case(b):
-                            m.d.sync += word3[w].eq(bank_q[b][w])
+                        state, tag, _, _ = fields(bank_q[b][w])
+                        with m.Case(b):  # the way, whether it is in use, and whether it holds the key
+                            m.d.sync += [word3[w].eq(bank_q[b][w]), used3[w].eq(state[:vw].any())]
+                            if tag is not None:
+                                m.d.sync += tagged3[w].eq(tag == k2)
             for j, (valid, index, key) in enumerate(ahead):
                 m.d.sync += [same_bucket[j].eq(valid & (index == i2)), same_key[j].eq(key == k2)]
 
@@ -246,9 +253,8 @@ class TablePartitioner(wiring.Component):
         entries, used, own, live = [], [], [], []
         for w in range(W):
             # the newest of the missed writes to this way, else block RAM's
-            state3, tag3, _, _ = fields(word3[w])
-            entry, u = word3[w], state3[:vw].any()
-            o = (tag3 == k3) if tag3 is not None else Const(1)
+            entry, u = word3[w], used3[w]
+            o = tagged3[w] if self.tag_width else Const(1)
             for j in reversed(range(FORWARD)):
                 sel = same_bucket[j] & writes[j]["ways"][w]
                 entry = Mux(sel, writes[j]["entry"], entry)
@@ -300,22 +306,25 @@ class TablePartitioner(wiring.Component):
         new_entry = Cat(self.next_state, *([k3] if self.tag_width else []),
                         *([self.next_expiry] if self._xw else []), *([epoch] if self._period else []))
         writing = self.en & v3
+        was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
             m.d.sync += [w0["valid"].eq(v3), w0["index"].eq(i3), w0["ways"].eq(Cat(*target)),
-                         w0["entry"].eq(new_entry), w0["keep"].eq(keep), w0["key"].eq(k3)]
+                         w0["entry"].eq(new_entry), w0["keep"].eq(keep), w0["key"].eq(k3), w0["was"].eq(was)]
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
-        with m.If(writing & keep):
-            m.d.sync += dirty.eq(1)
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
-        m.d.comb += self.evicted.eq(writing & Cat(*(target[w] & used[w] & ~live[w] for w in range(W))).any())
+        # (registered: the lookup's long path ends here, not in the caller's counter)
+        m.d.sync += self.evicted.eq(writing & Cat(*(target[w] & used[w] & ~live[w] for w in range(W))).any())
 
-        # occupancy: entries holding a non-zero vector
+        # as block RAM takes a write, from its registers: whether anything is in the table, and how
+        # many entries hold a non-zero vector
+        committing = self.en & w0["valid"] & w0["ways"].any()
+        with m.If(committing & w0["keep"]):
+            m.d.sync += dirty.eq(1)
         count = Signal(range(self.entries + 1))
         m.d.comb += self.occupied.eq(count)
-        before = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(sweeping):
             m.d.sync += count.eq(0)
-        with m.Elif(writing & Cat(*target).any()):
-            m.d.sync += count.eq(count + keep - before)
+        with m.Elif(committing):
+            m.d.sync += count.eq(count + w0["keep"] - w0["was"])
         return m
