@@ -322,12 +322,23 @@ class HostLink(wiring.Component):
         kind = Signal(8)
         tx_seq = Signal(8)
         staged = Signal(8)  # the payload byte to send next
-        # the status word of the next unit, registered (a wide multiplexer)
+        # the status word of the next unit: a wide multiplexer over counters spread across the die, in
+        # two registered steps (four words a group, then the group). A word is sent many cycles after
+        # `units` moves on (a byte takes clock/baud × 10 cycles), so the two cycles are never waited for.
         status_word = Signal(48)
-        with m.Switch(units):
-            for i, w in enumerate(words):
-                with m.Case(i):
-                    m.d.sync += status_word.eq(w)
+        groups = [words[i:i + 4] for i in range(0, len(words), 4)]
+        picked = [Signal(48, name=f"status_group{g}") for g in range(len(groups))]
+        for g, group in enumerate(groups):
+            with m.Switch(units[:2]):
+                for i, w in enumerate(group):
+                    with m.Case(i):
+                        m.d.sync += picked[g].eq(w)
+        units_then = Signal.like(units)  # the unit the groups were picked for
+        m.d.sync += units_then.eq(units)
+        with m.Switch(units_then[2:]):
+            for g in range(len(groups)):
+                with m.Case(g):
+                    m.d.sync += status_word.eq(picked[g])
         # one-hot byte selects over the record and the spilled tuple
         record_sel = Signal(self.record_bytes, init=1)
         spill_sel = Signal(self.tuple_bytes, init=1)
