@@ -24,7 +24,7 @@ from amaranth.hdl import Const, Shape, Signal, Value, signed, unsigned
 from ..errors import ToolError
 from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width, record_measures_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
-from ..hw.partition.table import FORWARD, STAMP_BITS, TablePartitioner
+from ..hw.partition.table import FORWARD, STAMP_BITS
 from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth, table_partitioner, within_expiry
 from ..plan import DesignPlan, PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
@@ -362,7 +362,7 @@ def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases:
 
 
 def _table(q: QueryPlan, tup, top: Top) -> dict:
-    """The parameters of a query's table partitioner, as :class:`TablePartitioner` computes them."""
+    """The parameters of a query's table partitioner, as :class:`~cepc.hw.partition.TablePartitioner` computes them."""
     table = table_partitioner(q, tup, top.partitions, top.ways, top.evict_after)
     table._MustUse__silence = True  # a calculator here: the VHDL comes from the template
     kw = key_width(tup, q)
