@@ -52,9 +52,9 @@ def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, ca
     assert 0 < r["resources"]["lut"]["percent"] < 100
     (clock,) = r["clocks"]
     assert clock["achieved_mhz"] >= clock["target_mhz"] == r["options"]["clock_mhz"] == float(freq)
-    # achieved_mhz is rounded to 10 kHz in the report; tuples/s is from the unrounded Fmax
+    # achieved_mhz is rounded to 10 kHz in the report; tuples/s is from the unrounded Fmax (at most 5 kHz away)
     assert r["tuples_per_second_at_fmax"] == pytest.approx(clock["achieved_mhz"] * 1e6 * r["tuples_per_cycle"],
-                                                           rel=1e-4)
+                                                           abs=5e3 * r["tuples_per_cycle"] + 1)
     bitstream = Path(r["bitstream"])
     assert bitstream.suffix == (".bit" if board.startswith("ulx3s") else ".bin")
     assert bitstream.stat().st_size > 20_000
