@@ -368,7 +368,7 @@ def _table(q: QueryPlan, tup, top: Top) -> dict:
     kw = key_width(tup, q)
     return {
         "direct": table.direct, "ways": table.ways, "buckets": table.buckets,
-        "index_bits": max(1, table.index_bits), "bank_depth": table.bank_depth, "banks": table.banks,
+        "index_bits": max(1, table.index_bits), "bank_depth": table.bank_depth,
         "bank_bits": table.bank_bits_low,
         # the H3 rows as one bit string, row 0 in the lowest bits (written last)
         "hash_rows": "".join(format(row, f"0{kw}b") for row in reversed(table.hash_rows)) or "0",

@@ -106,7 +106,6 @@ class TablePartitioner(wiring.Component):
         self._period = max(1, evict_after // (1 << (STAMP_BITS - 1))) if evict_after else None
         self.tag_width = 0 if self.direct else key_width
         self.entry_width = state_width + self.tag_width + (expiry_width or 0) + (STAMP_BITS if evict_after else 0)
-        self.word_width = self.entry_width * self.ways
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
         # banks of a power-of-two depth (at least two words: a one-word memory has no address)
         depth = bank_depth or bank_depth_for(min(self.entry_width, COLUMN_BITS))
