@@ -5,6 +5,7 @@ the reset sweep."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from amaranth.hdl import ClockDomain, Module, ResetInserter, Signal
@@ -12,8 +13,12 @@ from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cepc.hw import sizing
 from cepc.hw.partition import TablePartitioner
 from cepc.hw.partition.table import DEPTH, bank_depth_for, h3
+from cepc.lang.check import check
+from cepc.lang.parse import parse_file
+from cepc.nfa.lower import lower
 
 
 class Model:
@@ -121,8 +126,11 @@ def test_a_direct_table_cut_into_banks_and_columns_equals_the_model():
     dut = TablePartitioner(1 << 6, 6, 1100, vector_width=8, bank_depth=16)
     assert dut.direct and dut.banks == 4 and len(dut.columns) == 3
     keys = [random.Random(2).randrange(64) for _ in range(300)]
-    wide = lambda k, s: (s * 3 + k + 1) % (1 << 1100) or 1  # noqa: E731
-    seen, _ = drive(dut, keys, lambda k, s: wide(k, s) | 1, stall=0.2, seed=2)
+
+    def grow(key, state):  # all 1,100 bits move; bit 0 keeps the vector non-zero
+        return (state * 3 + key + 1) % (1 << 1100) | 1
+
+    seen, _ = drive(dut, keys, grow, stall=0.2, seed=2)
     assert all(h or f for _, _, h, f, _ in seen)
 
 
@@ -259,13 +267,6 @@ def test_h3_hash_spreads_keys():
 
 def test_sizing_counts_the_block_rams_of_banks_ways_and_columns():
     # what `--partitioner auto` reports is what TablePartitioner stores: one memory per way, in columns
-    from pathlib import Path
-
-    from cepc.hw import sizing
-    from cepc.lang.check import check
-    from cepc.lang.parse import parse_file
-    from cepc.nfa.lower import lower
-
     root = Path(__file__).resolve().parent.parent
     ecp5 = sizing.DEVICES["ecp5-85f"]
     marathon = lower(check(parse_file(root / "examples" / "marathon" / "marathon.sql")))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..plan import DesignPlan, QueryPlan
 from .devices import DEFAULT_DEVICE, DEVICES, Device  # noqa: F401 - re-exported
 from .layouts import key_width
-from .partition.table import COLUMN_BITS, DEFAULT_WAYS, STAMP_BITS
+from .partition.table import DEFAULT_WAYS, STAMP_BITS, columns
 
 BUDGET = 0.5  # share of the device's block RAM the partition tables may take
 MIN_TABLE = 64  # below this many entries the pipeline partitioner serves as well
@@ -49,9 +49,8 @@ def table_plan(design: DesignPlan, q: QueryPlan, entries: int, device: Device, e
     else:
         entries = ways * max(2, 1 << (-(-entries // ways) - 1).bit_length())
     bits = entry_bits(design, q, direct, True, evict)
-    # one memory per way, split into columns of at most COLUMN_BITS (as TablePartitioner stores it)
-    columns = [min(COLUMN_BITS, bits - lo) for lo in range(0, bits, COLUMN_BITS)]
-    blocks = ways * sum(device.blocks_for(entries // ways, width) for width in columns)
+    # one memory per way and column, as TablePartitioner stores it
+    blocks = ways * sum(device.blocks_for(entries // ways, hi - lo) for lo, hi in columns(bits))
     return TablePlan(q.name, direct, entries, ways, bits, blocks)
 
 

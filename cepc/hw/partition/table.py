@@ -64,6 +64,12 @@ def bank_depth_for(width: int) -> int:
     return 2048
 
 
+def columns(width: int) -> list[tuple[int, int]]:
+    """The bit ranges ``[lo, hi)`` an entry of ``width`` bits is stored in: one memory each, at most
+    COLUMN_BITS wide."""
+    return [(lo, min(lo + COLUMN_BITS, width)) for lo in range(0, width, COLUMN_BITS)]
+
+
 def h3_matrix(key_width: int, index_bits: int, seed: int = 0x5EED) -> list[int]:
     """The H3 hash (Carter & Wegman): index bit i is the parity of the key bits in row i."""
     rng = random.Random(seed + 1000 * key_width + index_bits)
@@ -112,8 +118,7 @@ class TablePartitioner(wiring.Component):
         self.bank_depth = min(self.buckets, max(2, 1 << (depth - 1).bit_length()))
         self.banks = self.buckets // self.bank_depth
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
-        self.columns = [(lo, min(lo + COLUMN_BITS, self.entry_width))
-                        for lo in range(0, self.entry_width, COLUMN_BITS)]
+        self.columns = columns(self.entry_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
         self.early_key = early_key and not self.direct
         if self.early_key:
@@ -180,7 +185,8 @@ class TablePartitioner(wiring.Component):
 
         # The writes, registered (block RAM's write pins are driven by flip-flops): the one of the key
         # one ahead, committed in this enabled cycle, and the three before it, kept for forwarding.
-        # Each writes one entry (or none) of its bucket: `ways` one-hot, `entry` the new entry.
+        # Each writes one entry (or none) of its bucket: `ways` one-hot, `entry` the new entry; `keep`
+        # (its vector is not zero) is kept beside it so the forwarding multiplexer need not OR it again.
         writes = [{"valid": Signal(name=f"w{j}_valid"), "index": Signal(ib, name=f"w{j}_index"),
                    "ways": Signal(W, name=f"w{j}_ways"), "entry": Signal(ew, name=f"w{j}_entry"),
                    "keep": Signal(name=f"w{j}_keep"), "key": Signal(kw, name=f"w{j}_key"),
