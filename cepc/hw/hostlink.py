@@ -13,21 +13,18 @@ reset and pins; the cocotb bench of ``cepc run`` drives this component's
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, ResetInserter, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
+from . import ecp5
+from .ecp5 import uses_dp16kd
 from .top import Top
 from .uart import UartRx, UartTx
 
 LINK_COUNTER_WIDTH = 32
-
-
-def _dp16kd_ports(prefix: str, addr: Value, n: int = 14) -> dict:
-    # 2048 × 9: the word address sits in address bits 13..3
-    return {f"i_{prefix}{i}": (addr[i - 3] if i >= 3 else 0) for i in range(n)}
 
 
 def crc16_byte(crc: Value, byte: Value) -> Value:
@@ -116,10 +113,10 @@ class HostLink(wiring.Component):
         m.d.sync += w_en.eq(0)
         r_addr = Signal(k)
         r_data = Signal(9)  # the byte at r_addr two cycles ago
-        if getattr(platform, "family", None) == "ecp5" and self.buffer_bytes == 2048:
-            dob = Signal(18)
-            m.submodules.buffer = self._dp16kd(w_en, w_addr, w_data, r_addr, dob)
-            m.d.comb += r_data.eq(dob[:9])
+        if uses_dp16kd(platform) and self.buffer_bytes == ecp5.DEPTH:
+            # the 2 KiB receive buffer as one DP16KD, read through the block's output register
+            m.submodules.buffer = ecp5.dp16kd(w_en=w_en, w_addr=w_addr, w_data=w_data, r_addr=r_addr, r_en=1,
+                                              o_en=1, out=r_data, platform=platform, name="buffer")
         else:
             m.submodules.buffer = mem = Memory(shape=9, depth=self.buffer_bytes, init=[])
             wr = mem.write_port()
@@ -446,25 +443,4 @@ class HostLink(wiring.Component):
         outer.d.sync += rst_all.eq(self.reset | soft_rst)
         outer.submodules.link = ResetInserter(rst_all)(m)
         return outer
-
-    def _dp16kd(self, w_en, w_addr, w_data, r_addr, dob) -> Instance:
-        """The 2 KiB receive buffer as one ECP5 DP16KD (2048 × 9), port A writing, port B reading
-        through the block's output register (REGMODE OUTREG)."""
-        ports = {
-            **_dp16kd_ports("ADA", w_addr), **_dp16kd_ports("ADB", r_addr),
-            **{f"i_DIA{i}": (w_data[i] if i < 9 else 0) for i in range(18)},
-            **{f"i_DIB{i}": 0 for i in range(18)},
-            **{f"o_DOB{i}": dob[i] for i in range(18)},
-            **{f"o_DOA{i}": Signal(name=f"buffer_doa{i}") for i in range(18)},
-        }
-        m_inst = Instance(
-            "DP16KD",
-            p_DATA_WIDTH_A=9, p_DATA_WIDTH_B=9, p_REGMODE_A="NOREG", p_REGMODE_B="OUTREG",
-            p_RESETMODE="SYNC", p_ASYNC_RESET_RELEASE="SYNC", p_CSDECODE_A="0b000", p_CSDECODE_B="0b000",
-            p_WRITEMODE_A="NORMAL", p_WRITEMODE_B="NORMAL", p_GSR="AUTO",
-            i_CLKA=ClockSignal(), i_CLKB=ClockSignal(), i_WEA=w_en, i_WEB=0, i_CEA=1, i_CEB=1, i_OCEA=1,
-            i_OCEB=1, i_RSTA=0, i_RSTB=0, i_CSA0=0, i_CSA1=0, i_CSA2=0, i_CSB0=0, i_CSB1=0, i_CSB2=0,
-            **ports,
-        )
-        return m_inst
 

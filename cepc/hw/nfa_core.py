@@ -99,8 +99,9 @@ class PartialMatchCore(wiring.Component):
     aggregates in DEFINE; candidates that tie started together and carry equal
     registers. q's registers are the winner's, updated with the tuple.
 
-    ``match`` when an accepting state turns on; ``measures`` are then computed
-    from the earliest (latest) such state's registers and the tuple.
+    ``match`` when an accepting state turns on; ``ends`` are then the earliest
+    (latest) such state's registers, and ``measures`` are computed from them and
+    the tuple (by :class:`Measures`, which the top instead puts a register ahead of).
     ``overflow`` when a partial match of ``max_length`` tuples could have
     been extended: it is dropped instead, so results are exact while that
     never happens. Combinational, like :class:`NfaCore`.
@@ -116,6 +117,7 @@ class PartialMatchCore(wiring.Component):
             "tuple": In(tuple_layout),
             "next": Out(query.payload_width), "match": Out(1),
             "measures": Out(max(1, query.measures_width)), "overflow": Out(1),
+            "ends": Out(query.register_width),
         })
 
     def elaborate(self, platform):
@@ -223,11 +225,14 @@ class PartialMatchCore(wiring.Component):
             vector.append(on)
             regs_s = []
             for r, reg in enumerate(regs):
-                chosen = pick(wins, [old[p][r] for p in sources], reg.width)
-                base = chosen.as_signed() if reg.signed else chosen
                 value = Signal(Shape(reg.width, reg.signed), name=ident(f"{nfa.labels[s]}_{reg.name}"))
                 if sources:
-                    m.d.comb += value.eq(Mux(fresh_wins, updated(r, None), updated(r, base)))
+                    # every candidate's update is computed beside the predicates, and the winner's is
+                    # picked: the adders and comparators of the update are off the path through the
+                    # choice (pick, then update, would chain them)
+                    chosen = pick(wins, [updated(r, old[p][r]) for p in sources], reg.width)[:reg.width]
+                    extended = chosen.as_signed() if reg.signed else chosen
+                    m.d.comb += value.eq(Mux(fresh_wins, updated(r, None), extended))
                 else:  # only ever fresh (no edge into it): nothing to extend
                     m.d.comb += value.eq(updated(r, None))
                 regs_s.append(value)
@@ -237,12 +242,41 @@ class PartialMatchCore(wiring.Component):
         ends = first_best([vector[s] for s in accepting], [new[s][order] for s in accepting])
         match = Cat(*(vector[s] for s in accepting)).any() if accepting else Const(0)
         m.d.comb += [self.match.eq(match), self.overflow.eq(Cat(*overflow).any() if overflow else 0)]
-        # the measures of the match: the winning accepting state's registers, and the tuple
-        measure_regs = [Signal(Shape(reg.width, reg.signed), name=ident(f"match_{reg.name}")) for reg in regs]
+        # the match's registers: the winning accepting state's; the measures follow from them and the tuple
         for r, reg in enumerate(regs):
-            chosen = pick(ends, [new[s][r] for s in accepting], reg.width)
-            m.d.comb += measure_regs[r].eq(chosen.as_signed() if reg.signed else chosen)
-        build = ExprBuilder(field, lambda r: measure_regs[r])
+            m.d.comb += self.ends[offsets[r]:offsets[r] + reg.width].eq(
+                pick(ends, [new[s][r] for s in accepting], reg.width))
+        m.submodules.measures = measures = Measures(q, self._layout)
+        m.d.comb += [measures.ends.eq(self.ends), measures.tuple.eq(self.tuple), self.measures.eq(measures.measures)]
+        cleared = match if q.skip else Const(0)
+        m.d.comb += self.next[:n].eq(Mux(cleared, 0, Cat(*vector)))
+        for s in range(n):
+            m.d.comb += self.next[n + s * per_state:n + (s + 1) * per_state].eq(
+                Cat(*(v.as_unsigned() for v in new[s])))
+        return m
+
+
+class Measures(wiring.Component):
+    """A match's MEASURES columns (``measures``, packed as the record carries them) from the
+    registers of the partial match that ended (``ends``, as :class:`PartialMatchCore` gives them)
+    and the match's last tuple. Combinational."""
+
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout):
+        self._q = query
+        super().__init__({
+            "ends": In(query.register_width), "tuple": In(tuple_layout),
+            "measures": Out(max(1, query.measures_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        q, regs = self._q, self._q.registers
+        offsets = [sum(r.width for r in regs[:i]) for i in range(len(regs))]
+        values = []
+        for r, reg in enumerate(regs):
+            v = self.ends[offsets[r]:offsets[r] + reg.width]
+            values.append(v.as_signed() if reg.signed else v)
+        build = ExprBuilder(lambda name: field_of(self.tuple, name), lambda r: values[r])
         columns = []
         for meas in q.measures:
             column = Signal(meas.width, name=ident(f"measure_{meas.name}"))  # .eq sign-extends a signed value
@@ -250,11 +284,6 @@ class PartialMatchCore(wiring.Component):
             columns.append(column)
         if columns:
             m.d.comb += self.measures.eq(Cat(*columns))
-        cleared = match if q.skip else Const(0)
-        m.d.comb += self.next[:n].eq(Mux(cleared, 0, Cat(*vector)))
-        for s in range(n):
-            m.d.comb += self.next[n + s * per_state:n + (s + 1) * per_state].eq(
-                Cat(*(v.as_unsigned() for v in new[s])))
         return m
 
 

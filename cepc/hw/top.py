@@ -36,7 +36,7 @@ from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
-from .nfa_core import DfaCore, NfaCore, PartialMatchCore
+from .nfa_core import DfaCore, Measures, NfaCore, PartialMatchCore
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
 
@@ -261,14 +261,25 @@ class Top(wiring.Component):
             if q.tracks_matches:
                 overflows.append(part.out_valid & core.overflow)
 
-            # stage 5: the record is registered, then written into the FIFO the next cycle
+            # stage 5: the record is registered, then written into the FIFO the next cycle. The
+            # measures are computed after that register, from the match's registers and its tuple
+            # (off the partial-match update's path)
             record = Signal(self.record_layout, name=f"{qname}_record")
             record_valid = Signal(name=f"{qname}_record_valid")
             m.d.sync += record_valid.eq(en & part.out_valid & core.match & ~drop)
             with m.If(en):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
-                if q.measures:
-                    m.d.sync += record.measures.eq(core.measures)
+            if q.measures:
+                ends = Signal(q.register_width, name=f"{qname}_ends")
+                last = Signal(self.tuple_layout, name=f"{qname}_last")
+                with m.If(en):
+                    m.d.sync += [ends.eq(core.ends), last.eq(t_tuple)]
+                measures = Measures(q, self.tuple_layout)
+                m.submodules[f"{qname}_measures"] = measures
+                m.d.comb += [measures.ends.eq(ends), measures.tuple.eq(last)]
+                written = Signal(self.record_layout, name=f"{qname}_written")
+                m.d.comb += [written.eq(record), written.measures.eq(measures.measures)]
+                record = written
             fifo = SyncFIFOBuffered(width=self.record_layout.size, depth=OUTPUT_FIFO_DEPTH)
             m.submodules[f"{qname}_matches"] = fifo
             m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(record_valid)]

@@ -27,9 +27,11 @@ banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into colum
 2. the key's bank is picked and registered, with whether each way is in use and holds the key;
    whether the four keys ahead wrote this bucket, and whether they were this key, is decided
    from registers;
-3. each way of the bucket is patched with the newest of those writes (block RAM did not have
-   them when it was read), the key's entry is found and offered on ``out_*``, and the caller's
-   ``next_state`` is registered as the write, which block RAM takes in the next enabled cycle.
+3. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
+   writes (block RAM did not have them when it was read) and the key's entry is found; its state,
+   offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
+   that way; the caller's ``next_state`` is registered as the write, which block RAM takes in the
+   next enabled cycle.
 
 So back-to-back tuples of one key, or of keys sharing a bucket, see each other's updates by
 forwarding, never by stalling, and every path into and out of block RAM starts or ends in a
@@ -43,6 +45,7 @@ import random
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 
+from .. import ecp5
 from .pipeline import _signature
 
 DEPTH = 3  # enabled cycles from inject to out_*
@@ -79,6 +82,30 @@ def h3_matrix(key_width: int, index_bits: int, seed: int = 0x5EED) -> list[int]:
 def h3(key: int, rows: list[int]) -> int:
     """The H3 hash in software, for tests and host tools."""
     return sum((bin(key & row).count("1") & 1) << i for i, row in enumerate(rows))
+
+
+REPLICA_PREFIX = "replica_"  # submodules the synthesis flow keeps apart (keep_hierarchy): see Replica
+
+
+class Replica(wiring.Component):
+    """A register of its own: ``q`` takes ``d`` on the clock edges where ``en`` is high.
+
+    One per block RAM memory holds that memory's address, so that no one flip-flop drives the
+    address pins of every block RAM across the die. Synthesis would merge copies of one register
+    into one; the flow keeps every submodule named ``replica_…`` a module of its own
+    (``keep_hierarchy``), which it cannot merge across."""
+
+    def __init__(self, width: int, *, reset_less: bool = False):
+        self._reset_less = reset_less
+        super().__init__({"d": wiring.In(width), "en": wiring.In(1), "q": wiring.Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        q = Signal(len(self.q), reset_less=self._reset_less)
+        with m.If(self.en):
+            m.d.sync += q.eq(self.d)
+        m.d.comb += self.q.eq(q)
+        return m
 
 
 class TablePartitioner(wiring.Component):
@@ -120,10 +147,11 @@ class TablePartitioner(wiring.Component):
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
         self.columns = columns(self.entry_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
-        self.early_key = early_key and not self.direct
+        self.early_key = early_key
         if self.early_key:
             # the key one enabled cycle ahead (what ``key`` will be after the next enabled edge): its
-            # hash is registered, so the block RAM address comes from flip-flops, not a tree of XORs
+            # bucket is registered, once per memory (Replica), so block RAM's read address comes from
+            # flip-flops beside it, not from a tree of XORs or one flip-flop driving every block RAM
             signature["next_key"] = wiring.In(key_width)
         super().__init__(signature)
 
@@ -159,6 +187,14 @@ class TablePartitioner(wiring.Component):
         def bank_of(index):
             return index[low:] if self.banks > 1 else Const(0, 1)
 
+        def replica(name, d, en):
+            """A register of d (taken when en is high) for block RAM's pins. Not reset (a reset adds
+            a load to a net that reaches every register): block RAM ignores what it holds until a
+            write is valid or a valid key's read comes back, and the sweep's is never reset."""
+            r = m.submodules[REPLICA_PREFIX + name] = Replica(len(d), reset_less=True)
+            m.d.comb += [r.d.eq(d), r.en.eq(en)]
+            return r.q
+
         # --- reset sweep: a synchronous reset empties the table, if anything was written -----------
         # `alive` is the one register here that a reset clears: low in the cycle after any reset,
         # the domain's own or one a ResetInserter adds (the board top's sync domain has none)
@@ -167,19 +203,28 @@ class TablePartitioner(wiring.Component):
         sweeping = Signal(reset_less=True)
         sweep_at = Signal(ib, reset_less=True)
         m.d.sync += alive.eq(1)
+        # their next values, for the memories' own copies of them (Replica)
+        next_sweeping = Signal()
+        next_sweep_at = Signal(ib)
+        m.d.comb += [next_sweeping.eq(sweeping), next_sweep_at.eq(sweep_at)]
         with m.If(~alive):
-            m.d.sync += [sweeping.eq(dirty), sweep_at.eq(0)]
+            m.d.comb += [next_sweeping.eq(dirty), next_sweep_at.eq(0)]
         with m.Elif(sweeping):
-            m.d.sync += sweep_at.eq(sweep_at + 1)
+            m.d.comb += next_sweep_at.eq(sweep_at + 1)
             with m.If(sweep_at == self.buckets - 1):
-                m.d.sync += [sweeping.eq(0), dirty.eq(0)]
+                m.d.comb += next_sweeping.eq(0)
+                m.d.sync += dirty.eq(0)
+        m.d.sync += [sweeping.eq(next_sweeping), sweep_at.eq(next_sweep_at)]
         m.d.comb += self.slot.eq(alive & ~sweeping)
 
         # --- stage 0: the key's bucket address goes to every bank's read port ----------------------
         index0 = Signal(ib)
+        next_index = None
         if self.early_key:  # index_of(key) by construction: both move on the same enabled edges from 0
+            next_index = Signal(ib)
+            m.d.comb += next_index.eq(index_of(self.next_key))
             with m.If(self.en):
-                m.d.sync += index0.eq(index_of(self.next_key))
+                m.d.sync += index0.eq(next_index)
         else:
             m.d.comb += index0.eq(index_of(self.key))
 
@@ -194,31 +239,56 @@ class TablePartitioner(wiring.Component):
                   for j in range(FORWARD)]
         w0 = writes[0]
 
+        v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
+        v2, k2, i2 = Signal(), Signal(kw), Signal(ib)
+        v3, k3, i3 = Signal(), Signal(kw), Signal(ib)
+
         # --- block RAM: banks × ways × columns, each bank's output registered ---------------------------
+        # The write's entry, as the loop through the lookup keeps it (w0's) and, a copy per bank and
+        # column, for block RAM's data pins (off that loop, placed beside the block RAMs)
+        new_entry = Signal(ew)
+        # on ECP5, DP16KDs instantiated (9-bit words, 2,048 deep), so that each bank's output register is
+        # the block RAM's own (cepc.hw.ecp5); elsewhere, and for deeper banks of narrow words, inferred
+        dp16kd = ecp5.uses_dp16kd(platform) and self.bank_depth <= ecp5.DEPTH and \
+            bank_depth_for(min(ew, COLUMN_BITS)) == ecp5.DEPTH
         bank_q = []  # [bank][way]: the stage-2 registers of the bank's read data
         for b in range(self.banks):
             row = []
+            data = [replica(f"bank{b}_col{c}_data", new_entry[lo:hi], self.en)
+                    for c, (lo, hi) in enumerate(self.columns)]
             for w in range(W):
                 q = Signal(ew, name=f"bank{b}_way{w}")
                 for c, (lo, hi) in enumerate(self.columns):
+                    name = f"bank{b}_way{w}_col{c}"
+                    # the memory's own copies of the read and write addresses and of the sweep's
+                    read_at = replica(f"{name}_read", next_index[:low], self.en) if self.early_key else index0[:low]
+                    write_at = replica(f"{name}_write", i3[:low], self.en)  # = w0's index
+                    swept = replica(f"{name}_sweep", Cat(next_sweep_at, next_sweeping), 1)
+                    w_addr, w_data, w_en = Signal(low, name=f"{name}_w_addr"), Signal(hi - lo, name=f"{name}_w_data"), \
+                        Signal(name=f"{name}_w_en")
+                    with m.If(swept[-1]):  # the swept bucket: every way cleared
+                        m.d.comb += [w_addr.eq(swept[:low]), w_data.eq(0), w_en.eq(bank_of(swept[:-1]) == b)]
+                    with m.Else():
+                        m.d.comb += [w_addr.eq(write_at), w_data.eq(data[c]),
+                                     w_en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
+                    if dp16kd:  # DP16KDs side by side, read through their own output registers into q
+                        for k, at in enumerate(range(lo, hi, ecp5.WIDTH)):
+                            top = min(at + ecp5.WIDTH, hi)
+                            m.submodules[f"{name}_{k}"] = ecp5.dp16kd(
+                                w_en=w_en, w_addr=w_addr, w_data=w_data[at - lo:top - lo], r_addr=read_at,
+                                r_en=self.en, o_en=self.en, out=q[at:top], platform=platform, name=f"{name}_{k}")
+                        continue
                     mem = memory.Memory(shape=hi - lo, depth=self.bank_depth, init=[])
-                    m.submodules[f"bank{b}_way{w}_col{c}"] = mem
+                    m.submodules[name] = mem
                     rd, wr = mem.read_port(), mem.write_port()
-                    m.d.comb += [rd.addr.eq(index0[:low]), rd.en.eq(self.en)]
+                    m.d.comb += [rd.addr.eq(read_at), rd.en.eq(self.en),
+                                 wr.addr.eq(w_addr), wr.data.eq(w_data), wr.en.eq(w_en)]
                     with m.If(self.en):
                         m.d.sync += q[lo:hi].eq(rd.data)
-                    with m.If(sweeping):  # the swept bucket: every way cleared
-                        m.d.comb += [wr.addr.eq(sweep_at[:low]), wr.data.eq(0), wr.en.eq(bank_of(sweep_at) == b)]
-                    with m.Else():
-                        m.d.comb += [wr.addr.eq(w0["index"][:low]), wr.data.eq(w0["entry"][lo:hi]),
-                                     wr.en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
                 row.append(q)
             bank_q.append(row)
 
         # --- stages 1–3: the key, and its bucket as block RAM had it when the read was sampled ----------
-        v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
-        v2, k2, i2 = Signal(), Signal(kw), Signal(ib)
-        v3, k3, i3 = Signal(), Signal(kw), Signal(ib)
         word3 = [Signal(ew, name=f"word3_way{w}") for w in range(W)]
         used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
         tagged3 = [Signal(name=f"tagged3_way{w}") for w in range(W)]
@@ -227,23 +297,34 @@ class TablePartitioner(wiring.Component):
         same_bucket = [Signal(name=f"fwd{j}") for j in range(FORWARD)]
         same_key = [Signal(name=f"fwd{j}_key") for j in range(FORWARD)]
         ahead = [(v3, i3, k3)] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-1]]
+        # the key's bank's ways: whether each is in use and holds the key; the writes ahead: whether each
+        # is to the key's bucket and was the key's
+        used2 = [Signal(name=f"used2_way{w}") for w in range(W)]
+        tagged2 = [Signal(name=f"tagged2_way{w}") for w in range(W)]
+        for w in range(W):
+            with m.Switch(bank_of(i2)):
+                for b in range(self.banks):
+                    state, tag, _, _ = fields(bank_q[b][w])
+                    with m.Case(b):
+                        m.d.comb += [used2[w].eq(state[:vw].any()), tagged2[w].eq(tag == k2 if tag is not None else 1)]
+        bucket2 = [Signal(name=f"bucket2_ahead{j}") for j in range(FORWARD)]
+        key2 = [Signal(name=f"key2_ahead{j}") for j in range(FORWARD)]
+        for j, (valid, index, key) in enumerate(ahead):
+            m.d.comb += [bucket2[j].eq(valid & (index == i2)), key2[j].eq(key == k2)]
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
                 v2.eq(v1), k2.eq(k1), i2.eq(i1),
                 v3.eq(v2), k3.eq(k2), i3.eq(i2),
             ]
-            bank2 = bank_of(i2)
             for w in range(W):
-                with m.Switch(bank2):
+                with m.Switch(bank_of(i2)):
                     for b in range(self.banks):
-                        state, tag, _, _ = fields(bank_q[b][w])
-                        with m.Case(b):  # the way, whether it is in use, and whether it holds the key
-                            m.d.sync += [word3[w].eq(bank_q[b][w]), used3[w].eq(state[:vw].any())]
-                            if tag is not None:
-                                m.d.sync += tagged3[w].eq(tag == k2)
-            for j, (valid, index, key) in enumerate(ahead):
-                m.d.sync += [same_bucket[j].eq(valid & (index == i2)), same_key[j].eq(key == k2)]
+                        with m.Case(b):
+                            m.d.sync += word3[w].eq(bank_q[b][w])
+                m.d.sync += [used3[w].eq(used2[w]), tagged3[w].eq(tagged2[w])]
+            m.d.sync += [same_bucket[j].eq(bucket2[j]) for j in range(FORWARD)]
+            m.d.sync += [same_key[j].eq(key2[j]) for j in range(FORWARD)]
 
         # --- stage 3: the key's entry ------------------------------------------------------------------
         epoch = None
@@ -297,9 +378,26 @@ class TablePartitioner(wiring.Component):
         reuse = Cat(*owns_stale).any()
         alloc = [Mux(reuse, owns_stale[w], frees[w]) for w in range(W)]
         free = Cat(*frees).any()
+        # The key's state: the newest write of its own among the missed ones, else block RAM's word of
+        # the way it hits. (A key is held at most once, so a hit on a way that a missed write touched is
+        # a hit on the key's own newest write; only the state's select lines depend on the ways.)
+        # The wide state is thus picked by flags from registers, not patched into every way.
+        stale_free = self._xw is None and self._period is None
+        if stale_free:
+            # Nothing goes stale, so only the key itself changes its entry: its own newest write ahead is
+            # its state (even one that cleared it: a zero vector is a fresh partition), else block RAM's
+            # way that is in use, holds the key and no write ahead touched. Which one is decided a stage
+            # early and registered, so the state's select lines come from flip-flops.
+            picks = [Signal(name=f"pick3_write{j}") for j in range(FORWARD)] + \
+                    [Signal(name=f"pick3_way{w}") for w in range(W)]
+        else:  # a stale entry is no state: what the lookup hit decides
+            mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(FORWARD)]
+            forwarded = Cat(*mine).any()
+            picks = [t & hit for t in first(mine)] + [h & ~forwarded for h in hits]
+        words = [fields(writes[j]["entry"])[0] for j in range(FORWARD)] + [fields(word3[w])[0] for w in range(W)]
         state_out = Const(0, sw)
-        for w in range(W):
-            state_out = state_out | Mux(hits[w], fields(entries[w])[0], 0)
+        for pick, word in zip(picks, words):
+            state_out = state_out | Mux(pick, word, 0)
         m.d.comb += [
             self.out_valid.eq(v3), self.out_key.eq(k3), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
@@ -307,9 +405,15 @@ class TablePartitioner(wiring.Component):
 
         # --- write back: the key's entry (or a free one) takes the next state, a cycle later -----------
         keep = self.next_state[:vw].any()
-        target = [Mux(hit, hits[w], alloc[w] & keep) for w in range(W)]
-        new_entry = Cat(self.next_state, *([k3] if self.tag_width else []),
-                        *([self.next_expiry] if self._xw else []), *([epoch] if self._period else []))
+        if self._xw is None and self._period is None:
+            # nothing is stale, so a free entry holds nothing: a key without one takes one even if
+            # its state is empty (it stays free, as its vector is zero), and the entry written does
+            # not wait for the core's next state (`keep` is only registered beside it)
+            target = [Mux(hit, hits[w], alloc[w]) for w in range(W)]
+        else:  # taking a stale entry evicts it: only for a state worth keeping
+            target = [Mux(hit, hits[w], alloc[w] & keep) for w in range(W)]
+        m.d.comb += new_entry.eq(Cat(self.next_state, *([k3] if self.tag_width else []),
+                                     *([self.next_expiry] if self._xw else []), *([epoch] if self._period else [])))
         writing = self.en & v3
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
@@ -317,6 +421,14 @@ class TablePartitioner(wiring.Component):
                          w0["entry"].eq(new_entry), w0["keep"].eq(keep), w0["key"].eq(k3), w0["was"].eq(was)]
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
+        if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 3
+            ways2 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
+            mine2 = [bucket2[j] & key2[j] & ways2[j].any() for j in range(FORWARD)]
+            # a way a write ahead touched is the key's own write (then picked instead) or not the key's
+            touched2 = [Cat(*(bucket2[j] & ways2[j][w] for j in range(FORWARD))).any() for w in range(W)]
+            held2 = [used2[w] & tagged2[w] & ~touched2[w] for w in range(W)]
+            with m.If(self.en):
+                m.d.sync += [p.eq(v) for p, v in zip(picks, first(mine2) + held2)]
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter)
         m.d.sync += self.evicted.eq(writing & Cat(*(target[w] & used[w] & ~live[w] for w in range(W))).any())
