@@ -108,6 +108,27 @@ class Replica(wiring.Component):
         return m
 
 
+PICK_SLICE = 64  # bits of state per copy of the registers that pick the key's state (Picks)
+
+
+class Picks(wiring.Component):
+    """Which word is the key's state, for one slice of it: ``q`` has one bit per write ahead (the
+    registered ``d``, taken when ``en``), then one per way (in use, tagged with the key, touched by no
+    write ahead). A ``replica_`` module of its own, like :class:`Replica`."""
+
+    def __init__(self, ways: int):
+        super().__init__({"d": wiring.In(FORWARD), "en": wiring.In(1), "used": wiring.In(ways),
+                          "tagged": wiring.In(ways), "touched": wiring.In(ways), "q": wiring.Out(FORWARD + ways)})
+
+    def elaborate(self, platform):
+        m = Module()
+        writes = Signal(FORWARD)
+        with m.If(self.en):
+            m.d.sync += writes.eq(self.d)
+        m.d.comb += self.q.eq(Cat(writes, self.used & self.tagged & ~self.touched))
+        return m
+
+
 class TablePartitioner(wiring.Component):
     """Per-key state for ``entries`` partitions in block RAM; same protocol as
     :class:`~cepc.hw.partition.PipelinePartitioner` with ``depth`` 3 and a slot every cycle.
@@ -247,10 +268,12 @@ class TablePartitioner(wiring.Component):
         # The write's entry, as the loop through the lookup keeps it (w0's) and, a copy per bank and
         # column, for block RAM's data pins (off that loop, placed beside the block RAMs)
         new_entry = Signal(ew)
-        # on ECP5, DP16KDs instantiated (9-bit words, 2,048 deep), so that each bank's output register is
-        # the block RAM's own (cepc.hw.ecp5); elsewhere, and for deeper banks of narrow words, inferred
-        dp16kd = ecp5.uses_dp16kd(platform) and self.bank_depth <= ecp5.DEPTH and \
-            bank_depth_for(min(ew, COLUMN_BITS)) == ecp5.DEPTH
+        # On ECP5, a table of one bank is DP16KDs instantiated (9-bit words, 2,048 deep) so that the bank's
+        # output register is the block RAM's own (cepc.hw.ecp5), off its slow clock-to-out. With several
+        # banks the multiplexer over them follows, and block RAM is spread over the die: a flip-flop of
+        # its own, which the placer puts between block RAM and multiplexer, does better (measured: 80–95
+        # against 111 MHz for marathon's 32 banks). Elsewhere, and for narrow words, inferred.
+        dp16kd = ecp5.uses_dp16kd(platform) and self.banks == 1 and bank_depth_for(min(ew, COLUMN_BITS)) == ecp5.DEPTH
         bank_q = []  # [bank][way]: the stage-2 registers of the bank's read data
         for b in range(self.banks):
             row = []
@@ -383,21 +406,33 @@ class TablePartitioner(wiring.Component):
         # a hit on the key's own newest write; only the state's select lines depend on the ways.)
         # The wide state is thus picked by flags from registers, not patched into every way.
         stale_free = self._xw is None and self._period is None
+        words = [fields(writes[j]["entry"])[0] for j in range(FORWARD)] + [fields(word3[w])[0] for w in range(W)]
+        state_out = Signal(sw)
         if stale_free:
             # Nothing goes stale, so only the key itself changes its entry: its own newest write ahead is
             # its state (even one that cleared it: a zero vector is a fresh partition), else block RAM's
-            # way that is in use, holds the key and no write ahead touched. Which one is decided a stage
-            # early and registered, so the state's select lines come from flip-flops.
-            picks = [Signal(name=f"pick3_write{j}") for j in range(FORWARD)] + \
-                    [Signal(name=f"pick3_way{w}") for w in range(W)]
+            # way that is in use, holds the key and no write ahead touched. Which write is decided a stage
+            # early and registered; each slice of the state has its own copy of those registers and of
+            # the ways' gates (Picks), so no one select line reaches every bit of a wide state.
+            picks_next = Signal(FORWARD)  # set below, once the write being formed is known
+            touched = Signal(W, name="touched3")
+            for n, lo in enumerate(range(0, sw, PICK_SLICE)):
+                hi = min(lo + PICK_SLICE, sw)
+                copy = m.submodules[f"{REPLICA_PREFIX}picks{n}"] = Picks(W)
+                m.d.comb += [copy.d.eq(picks_next), copy.en.eq(self.en), copy.used.eq(Cat(*used3)),
+                             copy.tagged.eq(Cat(*tagged3)), copy.touched.eq(touched)]
+                part = Const(0, hi - lo)
+                for i, word in enumerate(words):
+                    part = part | Mux(copy.q[i], word[lo:hi], 0)
+                m.d.comb += state_out[lo:hi].eq(part)
         else:  # a stale entry is no state: what the lookup hit decides
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(FORWARD)]
             forwarded = Cat(*mine).any()
             picks = [t & hit for t in first(mine)] + [h & ~forwarded for h in hits]
-        words = [fields(writes[j]["entry"])[0] for j in range(FORWARD)] + [fields(word3[w])[0] for w in range(W)]
-        state_out = Const(0, sw)
-        for pick, word in zip(picks, words):
-            state_out = state_out | Mux(pick, word, 0)
+            part = Const(0, sw)
+            for pick, word in zip(picks, words):
+                part = part | Mux(pick, word, 0)
+            m.d.comb += state_out.eq(part)
         m.d.comb += [
             self.out_valid.eq(v3), self.out_key.eq(k3), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
@@ -426,9 +461,9 @@ class TablePartitioner(wiring.Component):
             mine2 = [bucket2[j] & key2[j] & ways2[j].any() for j in range(FORWARD)]
             # a way a write ahead touched is the key's own write (then picked instead) or not the key's
             touched2 = [Cat(*(bucket2[j] & ways2[j][w] for j in range(FORWARD))).any() for w in range(W)]
-            held2 = [used2[w] & tagged2[w] & ~touched2[w] for w in range(W)]
-            with m.If(self.en):
-                m.d.sync += [p.eq(v) for p, v in zip(picks, first(mine2) + held2)]
+            m.d.comb += picks_next.eq(Cat(*first(mine2)))
+            with m.If(self.en):  # (the bank's flags are registered as they are: the tag compare is long)
+                m.d.sync += touched.eq(Cat(*touched2))
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter)
         m.d.sync += self.evicted.eq(writing & Cat(*(target[w] & used[w] & ~live[w] for w in range(W))).any())
