@@ -84,51 +84,6 @@ def h3(key: int, rows: list[int]) -> int:
     return sum((bin(key & row).count("1") & 1) << i for i, row in enumerate(rows))
 
 
-REPLICA_PREFIX = "replica_"  # submodules the synthesis flow keeps apart (keep_hierarchy): see Replica
-
-
-class Replica(wiring.Component):
-    """A register of its own: ``q`` takes ``d`` on the clock edges where ``en`` is high.
-
-    One per block RAM memory holds that memory's address, so that no one flip-flop drives the
-    address pins of every block RAM across the die. Synthesis would merge copies of one register
-    into one; the flow keeps every submodule named ``replica_…`` a module of its own
-    (``keep_hierarchy``), which it cannot merge across."""
-
-    def __init__(self, width: int, *, reset_less: bool = False):
-        self._reset_less = reset_less
-        super().__init__({"d": wiring.In(width), "en": wiring.In(1), "q": wiring.Out(width)})
-
-    def elaborate(self, platform):
-        m = Module()
-        q = Signal(len(self.q), reset_less=self._reset_less)
-        with m.If(self.en):
-            m.d.sync += q.eq(self.d)
-        m.d.comb += self.q.eq(q)
-        return m
-
-
-PICK_SLICE = 64  # bits of state per copy of the registers that pick the key's state (Picks)
-
-
-class Picks(wiring.Component):
-    """Which word is the key's state, for one slice of it: ``q`` has one bit per write ahead (the
-    registered ``d``, taken when ``en``), then one per way (in use, tagged with the key, touched by no
-    write ahead). A ``replica_`` module of its own, like :class:`Replica`."""
-
-    def __init__(self, ways: int):
-        super().__init__({"d": wiring.In(FORWARD), "en": wiring.In(1), "used": wiring.In(ways),
-                          "tagged": wiring.In(ways), "touched": wiring.In(ways), "q": wiring.Out(FORWARD + ways)})
-
-    def elaborate(self, platform):
-        m = Module()
-        writes = Signal(FORWARD)
-        with m.If(self.en):
-            m.d.sync += writes.eq(self.d)
-        m.d.comb += self.q.eq(Cat(writes, self.used & self.tagged & ~self.touched))
-        return m
-
-
 class TablePartitioner(wiring.Component):
     """Per-key state for ``entries`` partitions in block RAM; same protocol as
     :class:`~cepc.hw.partition.PipelinePartitioner` with ``depth`` 3 and a slot every cycle.
@@ -171,8 +126,7 @@ class TablePartitioner(wiring.Component):
         self.early_key = early_key
         if self.early_key:
             # the key one enabled cycle ahead (what ``key`` will be after the next enabled edge): its
-            # bucket is registered, once per memory (Replica), so block RAM's read address comes from
-            # flip-flops beside it, not from a tree of XORs or one flip-flop driving every block RAM
+            # bucket is registered, so the block RAM address comes from flip-flops, not a tree of XORs
             signature["next_key"] = wiring.In(key_width)
         super().__init__(signature)
 
@@ -208,14 +162,6 @@ class TablePartitioner(wiring.Component):
         def bank_of(index):
             return index[low:] if self.banks > 1 else Const(0, 1)
 
-        def replica(name, d, en):
-            """A register of d (taken when en is high) for block RAM's pins. Not reset (a reset adds
-            a load to a net that reaches every register): block RAM ignores what it holds until a
-            write is valid or a valid key's read comes back, and the sweep's is never reset."""
-            r = m.submodules[REPLICA_PREFIX + name] = Replica(len(d), reset_less=True)
-            m.d.comb += [r.d.eq(d), r.en.eq(en)]
-            return r.q
-
         # --- reset sweep: a synchronous reset empties the table, if anything was written -----------
         # `alive` is the one register here that a reset clears: low in the cycle after any reset,
         # the domain's own or one a ResetInserter adds (the board top's sync domain has none)
@@ -224,28 +170,19 @@ class TablePartitioner(wiring.Component):
         sweeping = Signal(reset_less=True)
         sweep_at = Signal(ib, reset_less=True)
         m.d.sync += alive.eq(1)
-        # their next values, for the memories' own copies of them (Replica)
-        next_sweeping = Signal()
-        next_sweep_at = Signal(ib)
-        m.d.comb += [next_sweeping.eq(sweeping), next_sweep_at.eq(sweep_at)]
         with m.If(~alive):
-            m.d.comb += [next_sweeping.eq(dirty), next_sweep_at.eq(0)]
+            m.d.sync += [sweeping.eq(dirty), sweep_at.eq(0)]
         with m.Elif(sweeping):
-            m.d.comb += next_sweep_at.eq(sweep_at + 1)
+            m.d.sync += sweep_at.eq(sweep_at + 1)
             with m.If(sweep_at == self.buckets - 1):
-                m.d.comb += next_sweeping.eq(0)
-                m.d.sync += dirty.eq(0)
-        m.d.sync += [sweeping.eq(next_sweeping), sweep_at.eq(next_sweep_at)]
+                m.d.sync += [sweeping.eq(0), dirty.eq(0)]
         m.d.comb += self.slot.eq(alive & ~sweeping)
 
         # --- stage 0: the key's bucket address goes to every bank's read port ----------------------
         index0 = Signal(ib)
-        next_index = None
         if self.early_key:  # index_of(key) by construction: both move on the same enabled edges from 0
-            next_index = Signal(ib)
-            m.d.comb += next_index.eq(index_of(self.next_key))
             with m.If(self.en):
-                m.d.sync += index0.eq(next_index)
+                m.d.sync += index0.eq(index_of(self.next_key))
         else:
             m.d.comb += index0.eq(index_of(self.key))
 
@@ -260,14 +197,7 @@ class TablePartitioner(wiring.Component):
                   for j in range(FORWARD)]
         w0 = writes[0]
 
-        v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
-        v2, k2, i2 = Signal(), Signal(kw), Signal(ib)
-        v3, k3, i3 = Signal(), Signal(kw), Signal(ib)
-
         # --- block RAM: banks × ways × columns, each bank's output registered ---------------------------
-        # The write's entry, as the loop through the lookup keeps it (w0's) and, a copy per bank and
-        # column, for block RAM's data pins (off that loop, placed beside the block RAMs)
-        new_entry = Signal(ew)
         # On ECP5, a table of one bank is DP16KDs instantiated (9-bit words, 2,048 deep) so that the bank's
         # output register is the block RAM's own (cepc.hw.ecp5), off its slow clock-to-out. With several
         # banks the multiplexer over them follows, and block RAM is spread over the die: a flip-flop of
@@ -277,34 +207,29 @@ class TablePartitioner(wiring.Component):
         bank_q = []  # [bank][way]: the stage-2 registers of the bank's read data
         for b in range(self.banks):
             row = []
-            data = [replica(f"bank{b}_col{c}_data", new_entry[lo:hi], self.en)
-                    for c, (lo, hi) in enumerate(self.columns)]
+            data = [w0["entry"][lo:hi] for lo, hi in self.columns]
             for w in range(W):
                 q = Signal(ew, name=f"bank{b}_way{w}")
                 for c, (lo, hi) in enumerate(self.columns):
                     name = f"bank{b}_way{w}_col{c}"
-                    # the memory's own copies of the read and write addresses and of the sweep's
-                    read_at = replica(f"{name}_read", next_index[:low], self.en) if self.early_key else index0[:low]
-                    write_at = replica(f"{name}_write", i3[:low], self.en)  # = w0's index
-                    swept = replica(f"{name}_sweep", Cat(next_sweep_at, next_sweeping), 1)
                     w_addr, w_data, w_en = Signal(low, name=f"{name}_w_addr"), Signal(hi - lo, name=f"{name}_w_data"), \
                         Signal(name=f"{name}_w_en")
-                    with m.If(swept[-1]):  # the swept bucket: every way cleared
-                        m.d.comb += [w_addr.eq(swept[:low]), w_data.eq(0), w_en.eq(bank_of(swept[:-1]) == b)]
+                    with m.If(sweeping):  # the swept bucket: every way cleared
+                        m.d.comb += [w_addr.eq(sweep_at[:low]), w_data.eq(0), w_en.eq(bank_of(sweep_at) == b)]
                     with m.Else():
-                        m.d.comb += [w_addr.eq(write_at), w_data.eq(data[c]),
+                        m.d.comb += [w_addr.eq(w0["index"][:low]), w_data.eq(data[c]),
                                      w_en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
                     if dp16kd:  # DP16KDs side by side, read through their own output registers into q
                         for k, at in enumerate(range(lo, hi, ecp5.WIDTH)):
                             top = min(at + ecp5.WIDTH, hi)
                             m.submodules[f"{name}_{k}"] = ecp5.dp16kd(
-                                w_en=w_en, w_addr=w_addr, w_data=w_data[at - lo:top - lo], r_addr=read_at,
+                                w_en=w_en, w_addr=w_addr, w_data=w_data[at - lo:top - lo], r_addr=index0[:low],
                                 r_en=self.en, o_en=self.en, out=q[at:top], platform=platform, name=f"{name}_{k}")
                         continue
                     mem = memory.Memory(shape=hi - lo, depth=self.bank_depth, init=[])
                     m.submodules[name] = mem
                     rd, wr = mem.read_port(), mem.write_port()
-                    m.d.comb += [rd.addr.eq(read_at), rd.en.eq(self.en),
+                    m.d.comb += [rd.addr.eq(index0[:low]), rd.en.eq(self.en),
                                  wr.addr.eq(w_addr), wr.data.eq(w_data), wr.en.eq(w_en)]
                     with m.If(self.en):
                         m.d.sync += q[lo:hi].eq(rd.data)
@@ -312,6 +237,9 @@ class TablePartitioner(wiring.Component):
             bank_q.append(row)
 
         # --- stages 1–3: the key, and its bucket as block RAM had it when the read was sampled ----------
+        v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
+        v2, k2, i2 = Signal(), Signal(kw), Signal(ib)
+        v3, k3, i3 = Signal(), Signal(kw), Signal(ib)
         word3 = [Signal(ew, name=f"word3_way{w}") for w in range(W)]
         used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
         tagged3 = [Signal(name=f"tagged3_way{w}") for w in range(W)]
@@ -412,27 +340,21 @@ class TablePartitioner(wiring.Component):
             # Nothing goes stale, so only the key itself changes its entry: its own newest write ahead is
             # its state (even one that cleared it: a zero vector is a fresh partition), else block RAM's
             # way that is in use, holds the key and no write ahead touched. Which write is decided a stage
-            # early and registered; each slice of the state has its own copy of those registers and of
-            # the ways' gates (Picks), so no one select line reaches every bit of a wide state.
+            # early and registered, so the state's select lines come from flip-flops (a gate for the ways).
             picks_next = Signal(FORWARD)  # set below, once the write being formed is known
             touched = Signal(W, name="touched3")
-            for n, lo in enumerate(range(0, sw, PICK_SLICE)):
-                hi = min(lo + PICK_SLICE, sw)
-                copy = m.submodules[f"{REPLICA_PREFIX}picks{n}"] = Picks(W)
-                m.d.comb += [copy.d.eq(picks_next), copy.en.eq(self.en), copy.used.eq(Cat(*used3)),
-                             copy.tagged.eq(Cat(*tagged3)), copy.touched.eq(touched)]
-                part = Const(0, hi - lo)
-                for i, word in enumerate(words):
-                    part = part | Mux(copy.q[i], word[lo:hi], 0)
-                m.d.comb += state_out[lo:hi].eq(part)
+            picks = [Signal(name=f"pick3_write{j}") for j in range(FORWARD)] + \
+                    [used3[w] & tagged3[w] & ~touched[w] for w in range(W)]
+            with m.If(self.en):
+                m.d.sync += Cat(*picks[:FORWARD]).eq(picks_next)
         else:  # a stale entry is no state: what the lookup hit decides
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(FORWARD)]
             forwarded = Cat(*mine).any()
             picks = [t & hit for t in first(mine)] + [h & ~forwarded for h in hits]
-            part = Const(0, sw)
-            for pick, word in zip(picks, words):
-                part = part | Mux(pick, word, 0)
-            m.d.comb += state_out.eq(part)
+        part = Const(0, sw)
+        for pick, word in zip(picks, words):
+            part = part | Mux(pick, word, 0)
+        m.d.comb += state_out.eq(part)
         m.d.comb += [
             self.out_valid.eq(v3), self.out_key.eq(k3), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
@@ -447,8 +369,8 @@ class TablePartitioner(wiring.Component):
             target = [Mux(hit, hits[w], alloc[w]) for w in range(W)]
         else:  # taking a stale entry evicts it: only for a state worth keeping
             target = [Mux(hit, hits[w], alloc[w] & keep) for w in range(W)]
-        m.d.comb += new_entry.eq(Cat(self.next_state, *([k3] if self.tag_width else []),
-                                     *([self.next_expiry] if self._xw else []), *([epoch] if self._period else [])))
+        new_entry = Cat(self.next_state, *([k3] if self.tag_width else []),
+                        *([self.next_expiry] if self._xw else []), *([epoch] if self._period else []))
         writing = self.en & v3
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
