@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import ClockDomain, Elaboratable, Fragment, Instance, Module, ResetInserter, Signal
+from amaranth.hdl import ClockDomain, Module, ResetInserter, Signal
 from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -41,24 +41,9 @@ class Model:
             bucket.pop(key, None)
 
 
-class Ecp5:
-    """The ECP5 platform as far as the table asks (its DP16KDs, in their behavioural model)."""
-    family = "ecp5"
-    simulate_primitives = True
-
-
-class OnPlatform(Elaboratable):
-    def __init__(self, dut, platform):
-        self.dut, self.platform = dut, platform
-
-    def elaborate(self, platform):
-        return Fragment.get(self.dut, self.platform)
-
-
-def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0, platform=None):
+def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0):
     """Inject ``keys`` one per enabled cycle (``en`` drops at random); at the output apply
-    ``update(key, state) -> next`` and check hit/free/state against the model. ``platform``: what
-    the table is elaborated for (None: inferred memories)."""
+    ``update(key, state) -> next`` and check hit/free/state against the model."""
     model = Model(dut)
     rng = random.Random(seed)
     seen = []
@@ -92,7 +77,7 @@ def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, se
         await ctx.tick()  # block RAM takes the last write (and counts it) in the next enabled cycle
         seen.append(ctx.get(dut.occupied))
 
-    sim = Simulator(OnPlatform(dut, platform) if platform else dut)
+    sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
@@ -134,45 +119,6 @@ def test_a_table_cut_into_banks_equals_the_model(keys, ways, depth, stall, seed)
     dut = TablePartitioner(64, 9, 8, ways=ways, bank_depth=depth)
     assert dut.banks == dut.buckets // depth > 1
     drive(dut, keys, update, stall, seed)
-
-
-@pytest.mark.parametrize("ways", [1, 4])
-def test_a_table_of_ecp5_block_rams_equals_the_model(ways):
-    # on ECP5 a one-bank table is DP16KDs read through their output registers (here their model):
-    # the wiring of address bits 13..3, the 9-bit slices, the read and output enables
-    rng = random.Random(ways)
-
-    def update(key, state):
-        return 0 if rng.random() < 0.2 else count_up(key, state)
-
-    dut = TablePartitioner(64, 9, 12, ways=ways)
-    assert dut.entry_width > 9 and dut.banks == 1  # two DP16KDs side by side per way
-    assert "bank0_way0_col0_1" in block_rams(dut, Ecp5())
-    keys = [rng.randrange(300) for _ in range(250)]
-    drive(dut, keys, update, stall=0.3, seed=ways, platform=Ecp5())
-
-
-def block_rams(dut: TablePartitioner, platform) -> dict[str, object]:
-    """The table's submodules that hold its words, by name: DP16KDs (or their model) or memories."""
-    return {name: sub for sub, name, _ in Fragment.get(dut, platform).subfragments if name.startswith("bank")}
-
-
-def test_the_table_instantiates_dp16kds_with_their_output_register_on_ecp5():
-    class Ecp5Platform:
-        family = "ecp5"
-
-    dut = TablePartitioner(4096, 16, 10, early_key=True)  # 10 + 16 tag bits: 3 DP16KDs per bank and way
-    rams = block_rams(dut, Ecp5Platform())
-    assert len(rams) == dut.banks * dut.ways * 3
-    for ram in rams.values():
-        assert isinstance(ram, Instance) and ram.type == "DP16KD"
-        assert ram.parameters["REGMODE_B"] == "OUTREG" and ram.parameters["DATA_WIDTH_B"] == 9
-    inferred = block_rams(dut, None)  # elsewhere: one inferred memory per bank, way and column
-    assert len(inferred) == dut.banks * dut.ways and not any(isinstance(ram, Instance) for ram in inferred.values())
-    # several banks: a flip-flop beside each, then the multiplexer (inferred block RAM)
-    banked = TablePartitioner(4096, 16, 10, early_key=True, bank_depth=256)
-    assert banked.banks == 4
-    assert not any(isinstance(ram, Instance) for ram in block_rams(banked, Ecp5Platform()).values())
 
 
 def test_a_direct_table_cut_into_banks_and_columns_equals_the_model():

@@ -45,7 +45,6 @@ import random
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 
-from .. import ecp5
 from .pipeline import _signature
 
 DEPTH = 3  # enabled cycles from inject to out_*
@@ -198,41 +197,23 @@ class TablePartitioner(wiring.Component):
         w0 = writes[0]
 
         # --- block RAM: banks × ways × columns, each bank's output registered ---------------------------
-        # On ECP5, a table of one bank is DP16KDs instantiated (9-bit words, 2,048 deep) so that the bank's
-        # output register is the block RAM's own (cepc.hw.ecp5), off its slow clock-to-out. With several
-        # banks the multiplexer over them follows, and block RAM is spread over the die: a flip-flop of
-        # its own, which the placer puts between block RAM and multiplexer, does better (measured: 80–95
-        # against 111 MHz for marathon's 32 banks). Elsewhere, and for narrow words, inferred.
-        dp16kd = ecp5.uses_dp16kd(platform) and self.banks == 1 and bank_depth_for(min(ew, COLUMN_BITS)) == ecp5.DEPTH
         bank_q = []  # [bank][way]: the stage-2 registers of the bank's read data
         for b in range(self.banks):
             row = []
-            data = [w0["entry"][lo:hi] for lo, hi in self.columns]
             for w in range(W):
                 q = Signal(ew, name=f"bank{b}_way{w}")
                 for c, (lo, hi) in enumerate(self.columns):
-                    name = f"bank{b}_way{w}_col{c}"
-                    w_addr, w_data, w_en = Signal(low, name=f"{name}_w_addr"), Signal(hi - lo, name=f"{name}_w_data"), \
-                        Signal(name=f"{name}_w_en")
-                    with m.If(sweeping):  # the swept bucket: every way cleared
-                        m.d.comb += [w_addr.eq(sweep_at[:low]), w_data.eq(0), w_en.eq(bank_of(sweep_at) == b)]
-                    with m.Else():
-                        m.d.comb += [w_addr.eq(w0["index"][:low]), w_data.eq(data[c]),
-                                     w_en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
-                    if dp16kd:  # DP16KDs side by side, read through their own output registers into q
-                        for k, at in enumerate(range(lo, hi, ecp5.WIDTH)):
-                            top = min(at + ecp5.WIDTH, hi)
-                            m.submodules[f"{name}_{k}"] = ecp5.dp16kd(
-                                w_en=w_en, w_addr=w_addr, w_data=w_data[at - lo:top - lo], r_addr=index0[:low],
-                                r_en=self.en, o_en=self.en, out=q[at:top], platform=platform, name=f"{name}_{k}")
-                        continue
                     mem = memory.Memory(shape=hi - lo, depth=self.bank_depth, init=[])
-                    m.submodules[name] = mem
+                    m.submodules[f"bank{b}_way{w}_col{c}"] = mem
                     rd, wr = mem.read_port(), mem.write_port()
-                    m.d.comb += [rd.addr.eq(index0[:low]), rd.en.eq(self.en),
-                                 wr.addr.eq(w_addr), wr.data.eq(w_data), wr.en.eq(w_en)]
+                    m.d.comb += [rd.addr.eq(index0[:low]), rd.en.eq(self.en)]
                     with m.If(self.en):
                         m.d.sync += q[lo:hi].eq(rd.data)
+                    with m.If(sweeping):  # the swept bucket: every way cleared
+                        m.d.comb += [wr.addr.eq(sweep_at[:low]), wr.data.eq(0), wr.en.eq(bank_of(sweep_at) == b)]
+                    with m.Else():
+                        m.d.comb += [wr.addr.eq(w0["index"][:low]), wr.data.eq(w0["entry"][lo:hi]),
+                                     wr.en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
                 row.append(q)
             bank_q.append(row)
 
