@@ -20,7 +20,7 @@ DEPTH, WIDTH = 2048, 9  # one DP16KD in its 9-bit mode
 
 
 def uses_dp16kd(platform) -> bool:
-    """True when ``platform`` is an ECP5 one: block RAM is then instantiated, not inferred."""
+    """True when ``platform`` is an ECP5 one, where a DP16KD can be instantiated."""
     return getattr(platform, "family", None) == "ecp5"
 
 

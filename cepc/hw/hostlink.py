@@ -20,7 +20,6 @@ from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
 from . import ecp5
-from .ecp5 import uses_dp16kd
 from .top import Top
 from .uart import UartRx, UartTx
 
@@ -113,7 +112,7 @@ class HostLink(wiring.Component):
         m.d.sync += w_en.eq(0)
         r_addr = Signal(k)
         r_data = Signal(9)  # the byte at r_addr two cycles ago
-        if uses_dp16kd(platform) and self.buffer_bytes == ecp5.DEPTH:
+        if ecp5.uses_dp16kd(platform) and self.buffer_bytes == ecp5.DEPTH:
             # the 2 KiB receive buffer as one DP16KD, read through the block's output register
             m.submodules.buffer = ecp5.dp16kd(w_en=w_en, w_addr=w_addr, w_data=w_data, r_addr=r_addr, r_en=1,
                                               o_en=1, out=r_data, platform=platform, name="buffer")

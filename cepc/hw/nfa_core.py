@@ -100,8 +100,8 @@ class PartialMatchCore(wiring.Component):
     registers. q's registers are the winner's, updated with the tuple.
 
     ``match`` when an accepting state turns on; ``ends`` are then the earliest
-    (latest) such state's registers, and ``measures`` are computed from them and
-    the tuple (by :class:`Measures`, which the top instead puts a register ahead of).
+    (latest) such state's registers, from which and the tuple :class:`Measures`
+    computes the measures (the top puts a register between them).
     ``overflow`` when a partial match of ``max_length`` tuples could have
     been extended: it is dropped instead, so results are exact while that
     never happens. Combinational, like :class:`NfaCore`.
@@ -116,8 +116,7 @@ class PartialMatchCore(wiring.Component):
             "state": In(query.payload_width), "preds": In(max(1, len(query.predicates))),
             "tuple": In(tuple_layout),
             "next": Out(query.payload_width), "match": Out(1),
-            "measures": Out(max(1, query.measures_width)), "overflow": Out(1),
-            "ends": Out(query.register_width),
+            "overflow": Out(1), "ends": Out(query.register_width),
         })
 
     def elaborate(self, platform):
@@ -242,12 +241,10 @@ class PartialMatchCore(wiring.Component):
         ends = first_best([vector[s] for s in accepting], [new[s][order] for s in accepting])
         match = Cat(*(vector[s] for s in accepting)).any() if accepting else Const(0)
         m.d.comb += [self.match.eq(match), self.overflow.eq(Cat(*overflow).any() if overflow else 0)]
-        # the match's registers: the winning accepting state's; the measures follow from them and the tuple
+        # the match's registers: the winning accepting state's (the measures follow from them and the tuple)
         for r, reg in enumerate(regs):
             m.d.comb += self.ends[offsets[r]:offsets[r] + reg.width].eq(
                 pick(ends, [new[s][r] for s in accepting], reg.width))
-        m.submodules.measures = measures = Measures(q, self._layout)
-        m.d.comb += [measures.ends.eq(self.ends), measures.tuple.eq(self.tuple), self.measures.eq(measures.measures)]
         cleared = match if q.skip else Const(0)
         m.d.comb += self.next[:n].eq(Mux(cleared, 0, Cat(*vector)))
         for s in range(n):
