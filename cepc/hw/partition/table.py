@@ -343,7 +343,7 @@ class TablePartitioner(wiring.Component):
 
         # --- write back: the key's entry (or a free one) takes the next state, a cycle later -----------
         keep = self.next_state[:vw].any()
-        if self._xw is None and self._period is None:
+        if stale_free:
             # nothing is stale, so a free entry holds nothing: a key without one takes one even if
             # its state is empty (it stays free, as its vector is zero), and the entry written does
             # not wait for the core's next state (`keep` is only registered beside it)
