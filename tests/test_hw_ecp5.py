@@ -1,10 +1,14 @@
-"""The DP16KD the host link instantiates on ECP5 (cepc.hw.ecp5), in its behavioural model: the
-address in bits 13..3, the 9-bit data, the read enable and the output register's enable."""
+"""The DP16KDs cepc.hw.ecp5 instantiates on ECP5, in their behavioural model: for each of the block's
+shapes, the word address above the right number of low address bits, the byte enables, the data pins
+(both ports' at 36 bits), the read enable and the output register's enable; and RegisteredRam, which
+the table and the host link use, the same cycle for cycle on ECP5 (DP16KDs) and elsewhere (a memory
+and a register)."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
@@ -18,40 +22,46 @@ class Simulated:
 
 
 class Bench(Elaboratable):
-    def __init__(self):
-        self.w_en, self.w_addr, self.w_data = Signal(), Signal(11), Signal(9)
-        self.r_addr, self.r_en, self.o_en, self.out = Signal(11), Signal(), Signal(), Signal(9)
+    def __init__(self, width: int):
+        depth = ecp5.MODES[width]
+        self.width, self.depth = width, depth
+        self.w_en, self.w_addr, self.w_data = Signal(), Signal(range(depth)), Signal(width)
+        self.r_addr, self.r_en, self.o_en, self.out = Signal(range(depth)), Signal(), Signal(), Signal(width)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.ram = ecp5.dp16kd(w_en=self.w_en, w_addr=self.w_addr, w_data=self.w_data, r_addr=self.r_addr,
-                                       r_en=self.r_en, o_en=self.o_en, out=self.out, platform=Simulated())
+                                       r_en=self.r_en, o_en=self.o_en, out=self.out, platform=Simulated(),
+                                       width=self.width)
         return m
 
 
-def test_the_dp16kd_reads_through_its_output_register():
-    dut = Bench()
-    rng = random.Random(5)
-    memory = [0] * ecp5.DEPTH
+def drive(dut, steps: int, seed: int, check):
+    """Random writes and reads over the whole address range (so every address bit matters); `check`
+    gets the expected output register after each edge."""
+    rng = random.Random(seed)
+    memory = [0] * dut.depth
+    top = len(dut.w_addr)
 
     async def bench(ctx):
         latch = out = 0  # what the read latched, what the output register holds
-        for _ in range(600):
-            w_en, w_addr, w_data = rng.random() < 0.5, rng.randrange(64), rng.randrange(512)
-            r_en, o_en, r_addr = rng.random() < 0.7, rng.random() < 0.7, rng.randrange(64)
-            ctx.set(dut.w_en, w_en)
-            ctx.set(dut.w_addr, w_addr)
-            ctx.set(dut.w_data, w_data)
-            ctx.set(dut.r_en, r_en)
-            ctx.set(dut.o_en, o_en)
-            ctx.set(dut.r_addr, r_addr)
+        for _ in range(steps):
+            # addresses differing in one bit from a few hot ones: a swapped or dropped bit shows
+            hot = [0, dut.depth - 1, 0b1010 % dut.depth]
+            w_addr = rng.choice(hot) ^ (1 << rng.randrange(top))
+            r_addr = rng.choice([w_addr, rng.choice(hot) ^ (1 << rng.randrange(top))])
+            w_en, w_data = rng.random() < 0.5, rng.getrandbits(dut.width)
+            r_en, o_en = rng.random() < 0.7, rng.random() < 0.7
+            for sig, v in ((dut.w_en, w_en), (dut.w_addr, w_addr), (dut.w_data, w_data), (dut.r_en, r_en),
+                           (dut.o_en, o_en), (dut.r_addr, r_addr)):
+                ctx.set(sig, v)
             await ctx.tick()
             # at the edge: the output register takes the latch, the read latches the old word
             out = latch if o_en else out
             latch = memory[r_addr] if r_en else latch
             if w_en:
                 memory[w_addr] = w_data
-            assert ctx.get(dut.out) == out
+            check(ctx, out)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -59,7 +69,42 @@ def test_the_dp16kd_reads_through_its_output_register():
     sim.run()
 
 
-def test_elsewhere_the_dp16kd_is_an_instance_with_its_output_register():
+@pytest.mark.parametrize("width", sorted(ecp5.MODES))
+def test_each_shape_of_the_dp16kd_reads_through_its_output_register(width):
+    dut = Bench(width)
+    drive(dut, 500, width, expect(dut))
+
+
+class RamBench(Elaboratable):
+    """A RegisteredRam elaborated for ``platform`` (the simulator gives none)."""
+
+    def __init__(self, width: int, depth: int, platform):
+        self.ram = r = ecp5.RegisteredRam(width, depth)
+        r._MustUse__silence = True  # elaborated below, for the platform given, not as a submodule
+        self.width, self.depth, self.platform = width, depth, platform
+        self.w_en, self.w_addr, self.w_data = r.w_en, r.w_addr, r.w_data
+        self.r_addr, self.r_en, self.o_en, self.out = r.r_addr, r.r_en, r.o_en, r.r_data
+
+    def elaborate(self, platform):
+        return self.ram.elaborate(self.platform)
+
+
+def expect(dut):
+    def check(ctx, out):
+        assert ctx.get(dut.out) == out
+    return check
+
+
+@pytest.mark.parametrize("width, depth, blocks", [(9, 2048, 1), (80, 256, 3), (40, 1024, 3), (5, 4096, 2)])
+@pytest.mark.parametrize("primitives", [True, False])
+def test_a_registered_ram_is_the_same_on_ecp5_and_elsewhere(width, depth, blocks, primitives):
+    # the widest shape deep enough: 256 deep takes 36-bit blocks, so 80 bits is three of them
+    dut = RamBench(width, depth, Simulated() if primitives else None)
+    assert dut.ram.blocks() == blocks
+    drive(dut, 400, depth + width, expect(dut))
+
+
+def test_on_ecp5_the_dp16kd_is_an_instance_with_its_output_register():
     class Ecp5:
         family = "ecp5"
 
@@ -67,4 +112,12 @@ def test_elsewhere_the_dp16kd_is_an_instance_with_its_output_register():
     inst = ecp5.dp16kd(w_en=Signal(), w_addr=Signal(11), w_data=Signal(9), r_addr=Signal(11), r_en=1, o_en=1, out=r,
                        platform=Ecp5())
     assert inst.type == "DP16KD" and inst.parameters["REGMODE_B"] == "OUTREG"
+    wide = ecp5.dp16kd(w_en=Signal(), w_addr=Signal(9), w_data=Signal(36), r_addr=Signal(9), r_en=1, o_en=1,
+                       out=Signal(36), platform=Ecp5(), width=36)
+    assert wide.parameters["DATA_WIDTH_B"] == 36 and wide.parameters["REGMODE_A"] == "OUTREG"
     assert ecp5.uses_dp16kd(Ecp5()) and not ecp5.uses_dp16kd(None)
+    assert [ecp5.mode_for(d) for d in (2, 512, 513, 2048, 16384)] == [36, 36, 18, 9, 1]
+    # the model shares these with the instance, so they are pinned to Yosys' mapping here
+    # (share/lattice/brams_map_16kd.v: a W-bit port's word address starts at address bit log2(W'))
+    assert ecp5.LOW_BITS == {36: 5, 18: 4, 9: 3, 4: 2, 2: 1, 1: 0}
+    assert all(ecp5.MODES[w] << ecp5.LOW_BITS[w] == 16384 for w in ecp5.MODES)

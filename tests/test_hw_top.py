@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cepc import events
+from cepc.hw.partition.table import DEPTH as TABLE_DEPTH
 from cepc.hw.top import latency
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
@@ -159,7 +160,7 @@ def test_latency_from_last_beat_to_record(partitions, keyed, partitioner):
     assert len(result.records) == 1
     # the beat is taken at edge 1, the record at edge `first_record_cycle`
     assert result.first_record_cycle - 1 == latency(design, partitions, partitioner)
-    depth = (partitions if partitioner == "pipeline" else 2) if keyed else 1
+    depth = (partitions if partitioner == "pipeline" else TABLE_DEPTH) if keyed else 1
     assert latency(design, partitions, partitioner) - depth <= 8  # the datapath around the partitioner
 
 

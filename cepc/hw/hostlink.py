@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
@@ -112,16 +111,9 @@ class HostLink(wiring.Component):
         m.d.sync += w_en.eq(0)
         r_addr = Signal(k)
         r_data = Signal(9)  # the byte at r_addr two cycles ago
-        if ecp5.uses_dp16kd(platform) and self.buffer_bytes == ecp5.DEPTH:
-            # the 2 KiB receive buffer as one DP16KD, read through the block's output register
-            m.submodules.buffer = ecp5.dp16kd(w_en=w_en, w_addr=w_addr, w_data=w_data, r_addr=r_addr, r_en=1,
-                                              o_en=1, out=r_data, platform=platform, name="buffer")
-        else:
-            m.submodules.buffer = mem = Memory(shape=9, depth=self.buffer_bytes, init=[])
-            wr = mem.write_port()
-            rd = mem.read_port()
-            m.d.comb += [wr.en.eq(w_en), wr.addr.eq(w_addr), wr.data.eq(w_data), rd.addr.eq(r_addr), rd.en.eq(1)]
-            m.d.sync += r_data.eq(rd.data)
+        m.submodules.buffer = buf = ecp5.RegisteredRam(9, self.buffer_bytes)
+        m.d.comb += [buf.w_en.eq(w_en), buf.w_addr.eq(w_addr), buf.w_data.eq(w_data), buf.r_addr.eq(r_addr),
+                     buf.r_en.eq(1), buf.o_en.eq(1), r_data.eq(buf.r_data)]
         wptr = Signal(k + 1)
         commit = Signal(k + 1)
         rptr = Signal(k + 1)

@@ -18,16 +18,21 @@ as in the pipeline partitioner), or when it is stale: with WITHIN, past its
 expiry (its key's last time plus the window) compared with the time of the
 tuple being placed; with ``evict_after``, not written for that many cycles.
 
-Pipeline (``depth`` = 3 enabled cycles, one key per cycle). The table is cut into
+Pipeline (``depth`` = 4 enabled cycles, one key per cycle). The table is cut into
 banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into columns:
 
 0. the key's bucket address (a register, hashed a stage early) goes to every bank;
-1. each bank's word arrives from block RAM and is registered beside it (block RAM's slow
-   clock-to-out ends in a flip-flop, not in the multiplexer over the banks);
-2. the key's bank is picked and registered, with whether each way is in use and holds the key;
-   whether the four keys ahead wrote this bucket, and whether they were this key, is decided
-   from registers;
-3. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
+1. each bank reads the word (in block RAM);
+2. the word is in block RAM's own output register (:class:`~cepc.hw.ecp5.RegisteredRam`: on
+   ECP5 the DP16KD's, whose clock-to-out is short; without one, 5.8 ns of block RAM's
+   clock-to-out would leave no time for the route to the next flip-flop);
+3. each bank's word is registered in the fabric, where it fans in (the route from a block RAM
+   anywhere on the die gets a cycle of its own); the registers of every bank but the key's are
+   cleared instead (a synchronous reset, off the data path). The key's bank is the OR of every
+   bank's registers (a tree of ORs with no select lines to fan out); it is registered, with
+   whether each way is in use and holds the key; whether the five keys ahead wrote this
+   bucket, and whether they were this key, is decided from registers;
+4. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
    writes (block RAM did not have them when it was read) and the key's entry is found; its state,
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
    that way; the caller's ``next_state`` is registered as the write, which block RAM takes in the
@@ -43,13 +48,14 @@ from __future__ import annotations
 import random
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import memory, wiring
+from amaranth.lib import wiring
 
+from ..ecp5 import RegisteredRam
 from .pipeline import _signature
 
-DEPTH = 3  # enabled cycles from inject to out_*
+DEPTH = 4  # enabled cycles from inject to out_*
 # writes block RAM has not taken when a key's bucket is read: the key read at enabled edge c is
-# looked up at c + 3; the write of the key k ahead is registered at c + 3 - k and taken at c + 4 - k
+# looked up at c + 4; the write of the key k ahead is registered at c + 4 - k and taken at c + 5 - k
 FORWARD = DEPTH + 1
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
@@ -85,7 +91,7 @@ def h3(key: int, rows: list[int]) -> int:
 
 class TablePartitioner(wiring.Component):
     """Per-key state for ``entries`` partitions in block RAM; same protocol as
-    :class:`~cepc.hw.partition.PipelinePartitioner` with ``depth`` 3 and a slot every cycle.
+    :class:`~cepc.hw.partition.PipelinePartitioner` with ``depth`` 4 and a slot every cycle.
 
     ``entries`` is rounded up to a power of two (and to ``2**key_width`` when direct-indexed
     fits). ``state_width`` is the stored payload, its low ``vector_width`` bits the state vector.
@@ -186,7 +192,7 @@ class TablePartitioner(wiring.Component):
             m.d.comb += index0.eq(index_of(self.key))
 
         # The writes, registered (block RAM's write pins are driven by flip-flops): the one of the key
-        # one ahead, committed in this enabled cycle, and the three before it, kept for forwarding.
+        # one ahead, committed in this enabled cycle, and the four before it, kept for forwarding.
         # Each writes one entry (or none) of its bucket: `ways` one-hot, `entry` the new entry; `keep`
         # (its vector is not zero) is kept beside it so the forwarding multiplexer need not OR it again.
         writes = [{"valid": Signal(name=f"w{j}_valid"), "index": Signal(ib, name=f"w{j}_index"),
@@ -197,68 +203,81 @@ class TablePartitioner(wiring.Component):
         w0 = writes[0]
 
         # --- block RAM: banks × ways × columns, each bank's output registered ---------------------------
-        bank_q = []  # [bank][way]: the stage-2 registers of the bank's read data
+        # The key's bank, one-hot, at stage 2 (a register beside the key's): only that bank's stage-3
+        # registers take block RAM's word, the others are cleared (a synchronous reset, off the data
+        # path), and the bank is picked by an OR over the banks, not a multiplexer whose select lines
+        # would have to reach every bank.
+        sel2 = Signal(self.banks, name="bank2")
+        bank_q = []  # [bank][way]: the stage-3 registers of the bank's read data, zero unless the key's
         for b in range(self.banks):
             row = []
             for w in range(W):
                 q = Signal(ew, name=f"bank{b}_way{w}")
                 for c, (lo, hi) in enumerate(self.columns):
-                    mem = memory.Memory(shape=hi - lo, depth=self.bank_depth, init=[])
-                    m.submodules[f"bank{b}_way{w}_col{c}"] = mem
-                    rd, wr = mem.read_port(), mem.write_port()
-                    m.d.comb += [rd.addr.eq(index0[:low]), rd.en.eq(self.en)]
-                    with m.If(self.en):
-                        m.d.sync += q[lo:hi].eq(rd.data)
+                    # read through block RAM's own output register (on ECP5; elsewhere a flip-flop)
+                    ram = RegisteredRam(hi - lo, self.bank_depth)
+                    m.submodules[f"bank{b}_way{w}_col{c}"] = ram
+                    m.d.comb += [ram.r_addr.eq(index0[:low]), ram.r_en.eq(self.en), ram.o_en.eq(self.en)]
+                    clear = Signal(name=f"bank{b}_way{w}_col{c}_clear")
+                    m.d.comb += clear.eq(self.en & ~sel2[b])
+                    with m.If(clear):
+                        m.d.sync += q[lo:hi].eq(0)
+                    with m.Elif(self.en):
+                        m.d.sync += q[lo:hi].eq(ram.r_data)
                     with m.If(sweeping):  # the swept bucket: every way cleared
-                        m.d.comb += [wr.addr.eq(sweep_at[:low]), wr.data.eq(0), wr.en.eq(bank_of(sweep_at) == b)]
+                        m.d.comb += [ram.w_addr.eq(sweep_at[:low]), ram.w_data.eq(0),
+                                     ram.w_en.eq(bank_of(sweep_at) == b)]
                     with m.Else():
-                        m.d.comb += [wr.addr.eq(w0["index"][:low]), wr.data.eq(w0["entry"][lo:hi]),
-                                     wr.en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
+                        m.d.comb += [ram.w_addr.eq(w0["index"][:low]), ram.w_data.eq(w0["entry"][lo:hi]),
+                                     ram.w_en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
                 row.append(q)
             bank_q.append(row)
 
-        # --- stages 1–3: the key, and its bucket as block RAM had it when the read was sampled ----------
+        # --- stages 1–4: the key, and its bucket as block RAM had it when the read was sampled ----------
         v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
         v2, k2, i2 = Signal(), Signal(kw), Signal(ib)
         v3, k3, i3 = Signal(), Signal(kw), Signal(ib)
-        word3 = [Signal(ew, name=f"word3_way{w}") for w in range(W)]
-        used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
-        tagged3 = [Signal(name=f"tagged3_way{w}") for w in range(W)]
-        # Block RAM missed the writes of the four keys ahead (committed with and after the read): whether
-        # each wrote this bucket, and whether it was this key, is decided at stage 2, from registers.
+        v4, k4, i4 = Signal(), Signal(kw), Signal(ib)
+        word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
+        used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
+        tagged4 = [Signal(name=f"tagged4_way{w}") for w in range(W)]
+        # Block RAM missed the writes of the five keys ahead (committed with and after the read): whether
+        # each wrote this bucket, and whether it was this key, is decided at stage 3, from registers.
         same_bucket = [Signal(name=f"fwd{j}") for j in range(FORWARD)]
         same_key = [Signal(name=f"fwd{j}_key") for j in range(FORWARD)]
-        ahead = [(v3, i3, k3)] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-1]]
+        ahead = [(v4, i4, k4)] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-1]]
         # the key's bank's ways: whether each is in use and holds the key; the writes ahead: whether each
         # is to the key's bucket and was the key's
-        used2 = [Signal(name=f"used2_way{w}") for w in range(W)]
-        tagged2 = [Signal(name=f"tagged2_way{w}") for w in range(W)]
+        used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
+        tagged3 = [Signal(name=f"tagged3_way{w}") for w in range(W)]
+        word3 = []  # the key's bank's ways: the OR of every bank's (all zero but the key's)
         for w in range(W):
-            with m.Switch(bank_of(i2)):
-                for b in range(self.banks):
-                    state, tag, _, _ = fields(bank_q[b][w])
-                    with m.Case(b):
-                        m.d.comb += [used2[w].eq(state[:vw].any()), tagged2[w].eq(tag == k2 if tag is not None else 1)]
-        bucket2 = [Signal(name=f"bucket2_ahead{j}") for j in range(FORWARD)]
-        key2 = [Signal(name=f"key2_ahead{j}") for j in range(FORWARD)]
+            word = Const(0, ew)
+            for b in range(self.banks):
+                word = word | bank_q[b][w]
+            wd = Signal(ew, name=f"word3_way{w}")
+            m.d.comb += wd.eq(word)
+            word3.append(wd)
+            state, tag, _, _ = fields(wd)
+            m.d.comb += [used3[w].eq(state[:vw].any()), tagged3[w].eq(tag == k3 if tag is not None else 1)]
+        bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(FORWARD)]
+        key3 = [Signal(name=f"key3_ahead{j}") for j in range(FORWARD)]
         for j, (valid, index, key) in enumerate(ahead):
-            m.d.comb += [bucket2[j].eq(valid & (index == i2)), key2[j].eq(key == k2)]
+            m.d.comb += [bucket3[j].eq(valid & (index == i3)), key3[j].eq(key == k3)]
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
                 v2.eq(v1), k2.eq(k1), i2.eq(i1),
                 v3.eq(v2), k3.eq(k2), i3.eq(i2),
+                v4.eq(v3), k4.eq(k3), i4.eq(i3),
             ]
+            m.d.sync += sel2.eq(1 << bank_of(i1))
             for w in range(W):
-                with m.Switch(bank_of(i2)):
-                    for b in range(self.banks):
-                        with m.Case(b):
-                            m.d.sync += word3[w].eq(bank_q[b][w])
-                m.d.sync += [used3[w].eq(used2[w]), tagged3[w].eq(tagged2[w])]
-            m.d.sync += [same_bucket[j].eq(bucket2[j]) for j in range(FORWARD)]
-            m.d.sync += [same_key[j].eq(key2[j]) for j in range(FORWARD)]
+                m.d.sync += [word4[w].eq(word3[w]), used4[w].eq(used3[w]), tagged4[w].eq(tagged3[w])]
+            m.d.sync += [same_bucket[j].eq(bucket3[j]) for j in range(FORWARD)]
+            m.d.sync += [same_key[j].eq(key3[j]) for j in range(FORWARD)]
 
-        # --- stage 3: the key's entry ------------------------------------------------------------------
+        # --- stage 4: the key's entry ------------------------------------------------------------------
         epoch = None
         if self._period is not None:
             epoch = Signal(STAMP_BITS)
@@ -271,8 +290,8 @@ class TablePartitioner(wiring.Component):
         entries, used, own, live = [], [], [], []
         for w in range(W):
             # the newest of the missed writes to this way, else block RAM's
-            entry, u = word3[w], used3[w]
-            o = tagged3[w] if self.tag_width else Const(1)
+            entry, u = word4[w], used4[w]
+            o = tagged4[w] if self.tag_width else Const(1)
             for j in reversed(range(FORWARD)):
                 sel = same_bucket[j] & writes[j]["ways"][w]
                 entry = Mux(sel, writes[j]["entry"], entry)
@@ -315,7 +334,7 @@ class TablePartitioner(wiring.Component):
         # a hit on the key's own newest write; only the state's select lines depend on the ways.)
         # The wide state is thus picked by flags from registers, not patched into every way.
         stale_free = self._xw is None and self._period is None
-        words = [fields(writes[j]["entry"])[0] for j in range(FORWARD)] + [fields(word3[w])[0] for w in range(W)]
+        words = [fields(writes[j]["entry"])[0] for j in range(FORWARD)] + [fields(word4[w])[0] for w in range(W)]
         state_out = Signal(sw)
         if stale_free:
             # Nothing goes stale, so only the key itself changes its entry: its own newest write ahead is
@@ -323,9 +342,9 @@ class TablePartitioner(wiring.Component):
             # way that is in use, holds the key and no write ahead touched. Which write is decided a stage
             # early and registered, so the state's select lines come from flip-flops (a gate for the ways).
             picks_next = Signal(FORWARD)  # set below, once the write being formed is known
-            touched = Signal(W, name="touched3")
-            picks = [Signal(name=f"pick3_write{j}") for j in range(FORWARD)] + \
-                    [used3[w] & tagged3[w] & ~touched[w] for w in range(W)]
+            touched = Signal(W, name="touched4")
+            picks = [Signal(name=f"pick4_write{j}") for j in range(FORWARD)] + \
+                    [used4[w] & tagged4[w] & ~touched[w] for w in range(W)]
             with m.If(self.en):
                 m.d.sync += Cat(*picks[:FORWARD]).eq(picks_next)
         else:  # a stale entry is no state: what the lookup hit decides
@@ -337,7 +356,7 @@ class TablePartitioner(wiring.Component):
             part = part | Mux(pick, word, 0)
         m.d.comb += state_out.eq(part)
         m.d.comb += [
-            self.out_valid.eq(v3), self.out_key.eq(k3), self.out_hit.eq(hit), self.out_free.eq(free),
+            self.out_valid.eq(v4), self.out_key.eq(k4), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
         ]
 
@@ -350,23 +369,23 @@ class TablePartitioner(wiring.Component):
             target = [Mux(hit, hits[w], alloc[w]) for w in range(W)]
         else:  # taking a stale entry evicts it: only for a state worth keeping
             target = [Mux(hit, hits[w], alloc[w] & keep) for w in range(W)]
-        new_entry = Cat(self.next_state, *([k3] if self.tag_width else []),
+        new_entry = Cat(self.next_state, *([k4] if self.tag_width else []),
                         *([self.next_expiry] if self._xw else []), *([epoch] if self._period else []))
-        writing = self.en & v3
+        writing = self.en & v4
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
-            m.d.sync += [w0["valid"].eq(v3), w0["index"].eq(i3), w0["ways"].eq(Cat(*target)),
-                         w0["entry"].eq(new_entry), w0["keep"].eq(keep), w0["key"].eq(k3), w0["was"].eq(was)]
+            m.d.sync += [w0["valid"].eq(v4), w0["index"].eq(i4), w0["ways"].eq(Cat(*target)),
+                         w0["entry"].eq(new_entry), w0["keep"].eq(keep), w0["key"].eq(k4), w0["was"].eq(was)]
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
-        if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 3
-            ways2 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
-            mine2 = [bucket2[j] & key2[j] & ways2[j].any() for j in range(FORWARD)]
+        if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 4
+            ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
+            mine3 = [bucket3[j] & key3[j] & ways3[j].any() for j in range(FORWARD)]
             # a way a write ahead touched is the key's own write (then picked instead) or not the key's
-            touched2 = [Cat(*(bucket2[j] & ways2[j][w] for j in range(FORWARD))).any() for w in range(W)]
-            m.d.comb += picks_next.eq(Cat(*first(mine2)))
+            touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(FORWARD))).any() for w in range(W)]
+            m.d.comb += picks_next.eq(Cat(*first(mine3)))
             with m.If(self.en):  # (the bank's flags are registered as they are: the tag compare is long)
-                m.d.sync += touched.eq(Cat(*touched2))
+                m.d.sync += touched.eq(Cat(*touched3))
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter)
         m.d.sync += self.evicted.eq(writing & Cat(*(target[w] & used[w] & ~live[w] for w in range(W))).any())
