@@ -42,8 +42,9 @@ from .partition.table import DEPTH as TABLE_DEPTH
 
 OUTPUT_FIFO_DEPTH = 16
 # Writes that can still reach a FIFO after its level is seen: the record register, the NFA
-# stage that `en` (registered) let through, and one more for the level's own register.
-STALL_MARGIN = 3
+# stage that `en` let through, one for the level's own register, and one for `en_next` (`en` is
+# registered twice: the first register feeds copies of it across the die).
+STALL_MARGIN = 4
 
 
 PARTITIONERS = ("table", "pipeline")
@@ -75,7 +76,8 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
     """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it)."""
     expiry = within_expiry(q, tup)[0] if q.within is not None else None
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
-                            evict_after=evict_after, expiry_width=expiry, early_key=True)
+                            evict_after=evict_after, expiry_width=expiry, early_key=2,
+                            en_ahead=True)
 
 
 def keyed(design: DesignPlan) -> bool:
@@ -156,6 +158,7 @@ class Top(wiring.Component):
         ]
 
         en = Signal(init=1)  # the FIFOs are empty after reset
+        en_next = Signal(init=1)  # what `en` will be after the next edge
         slot = Signal()
         accept = Signal()
         m.d.comb += [framer.tuples.ready.eq(en & slot), accept.eq(framer.tuples.valid & framer.tuples.ready)]
@@ -166,6 +169,8 @@ class Top(wiring.Component):
         a_raw = Signal(self.tuple_width)
         a_seq = Signal(SEQ_WIDTH)
         seq = Signal(SEQ_WIDTH)
+        f_tuple = Signal(self.tuple_layout)  # the framer's tuple (a register): the key two stages ahead
+        m.d.comb += f_tuple.eq(framer.tuples.payload[:self.tuple_layout.size])
         with m.If(en):
             m.d.sync += [a_valid.eq(accept), a_raw.eq(framer.tuples.payload),
                          a_tuple.eq(framer.tuples.payload[:self.tuple_layout.size]), a_seq.eq(seq)]
@@ -224,8 +229,9 @@ class Top(wiring.Component):
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after)
-                    if part.early_key:  # the key of the tuple a stage behind, hashed into a register
-                        m.d.comb += part.next_key.eq(Cat(*(field(a_tuple, k) for k in q.key_fields)))
+                    if part.early_key:  # the key two stages behind (the framer's), hashed into registers
+                        m.d.comb += part.next_key.eq(Cat(*(field(f_tuple, k) for k in q.key_fields)))
+                    m.d.comb += part.en_next.eq(en_next)
                 else:
                     part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
                                                expiry_width=expiry)
@@ -304,10 +310,11 @@ class Top(wiring.Component):
         with m.If(spill_valid):  # counted as it is written (a cycle after the decision: off its path)
             m.d.sync += self.dropped.eq(self.dropped + 1)
 
-        # The pipeline advances while every FIFO has room. `en` is a register (it fans out to every
-        # stage), so it lags the fill levels by a cycle: keep room for the writes still in flight.
+        # The pipeline advances while every FIFO has room. `en` is registered twice (it fans out to
+        # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank
+        # of block RAM), so it lags the fill levels by two cycles: keep room for the writes in flight.
         room = Cat(*(level <= OUTPUT_FIFO_DEPTH - STALL_MARGIN for level in levels)).all()
-        m.d.sync += en.eq(room)
+        m.d.sync += [en_next.eq(room), en.eq(en_next)]
         m.d.comb += slot.eq(Cat(*slots).all())
         # several queries may evict in one cycle: add them all
         m.d.sync += self.evicted.eq(self.evicted + sum(evictions[1:], evictions[0]))

@@ -21,7 +21,8 @@ tuple being placed; with ``evict_after``, not written for that many cycles.
 Pipeline (``depth`` = 4 enabled cycles, one key per cycle). The table is cut into
 banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into columns:
 
-0. the key's bucket address (a register, hashed a stage early) goes to every bank;
+0. the key's bucket address goes to every bank: in the top, hashed two stages early into a
+   register, and copied at the next stage into a register beside each bank (:class:`Replica`);
 1. each bank reads the word (in block RAM);
 2. the word is in block RAM's own output register (:class:`~cepc.hw.ecp5.RegisteredRam`: on
    ECP5 the DP16KD's, whose clock-to-out is short; without one, 5.8 ns of block RAM's
@@ -30,17 +31,19 @@ banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into colum
    anywhere on the die gets a cycle of its own); the registers of every bank but the key's are
    cleared instead (a synchronous reset, off the data path). The key's bank is the OR of every
    bank's registers (a tree of ORs with no select lines to fan out); it is registered, with
-   whether each way is in use and holds the key; whether the five keys ahead wrote this
+   whether each way is in use and holds the key; whether the six writes ahead wrote this
    bucket, and whether they were this key, is decided from registers;
 4. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
    writes (block RAM did not have them when it was read) and the key's entry is found; its state,
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
-   that way; the caller's ``next_state`` is registered as the write, which block RAM takes in the
-   next enabled cycle.
+   that way; the caller's ``next_state`` is registered as the write. In the next enabled cycle
+   the write is copied into a register beside each bank (:class:`Replica`), from which block RAM
+   takes it.
 
 So back-to-back tuples of one key, or of keys sharing a bucket, see each other's updates by
-forwarding, never by stalling, and every path into and out of block RAM starts or ends in a
-flip-flop.
+forwarding, never by stalling; every path into and out of block RAM starts or ends in a
+flip-flop, and every route across the die, to and from banks anywhere on it, runs from one
+flip-flop to another. The reset sweep's writes go the same way, one bucket per enabled cycle.
 """
 
 from __future__ import annotations
@@ -55,11 +58,39 @@ from .pipeline import _signature
 
 DEPTH = 4  # enabled cycles from inject to out_*
 # writes block RAM has not taken when a key's bucket is read: the key read at enabled edge c is
-# looked up at c + 4; the write of the key k ahead is registered at c + 4 - k and taken at c + 5 - k
-FORWARD = DEPTH + 1
+# looked up at c + 4; the write of the key k ahead is registered at c + 4 - k, copied beside each
+# bank at c + 5 - k, and taken at c + 6 - k at the latest
+FORWARD = DEPTH + 2
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
+
+
+REPLICA_PREFIX = "replica_"  # submodules the synthesis flow keeps apart (keep_hierarchy): see Replica
+
+
+class Replica(wiring.Component):
+    """A register of its own: ``q`` takes ``d`` on the clock edges where ``en`` is high.
+
+    One per bank holds the bank's read address, and one its write, so that no one flip-flop drives
+    the pins of every block RAM across the die: the long route is from one flip-flop to another.
+    Synthesis would merge copies of one register into one; the flow keeps every submodule named
+    ``replica_…`` a module of its own (``keep_hierarchy``), which it cannot merge across. It has no
+    reset (nor a reset net reaching across the die): a copy is loaded in the same enabled cycles as
+    what it copies, before any key after a reset uses it, and a write copied before a reset is
+    written again until then, which changes nothing."""
+
+    def __init__(self, width: int, *, init: int | None = None):
+        self._init = init  # None: no reset; else the value after one (`en`'s copies)
+        super().__init__({"d": wiring.In(width), "en": wiring.In(1), "q": wiring.Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        q = Signal(len(self.q), reset_less=self._init is None, init=self._init or 0)
+        with m.If(self.en):
+            m.d.sync += q.eq(self.d)
+        m.d.comb += self.q.eq(q)
+        return m
 
 
 def bank_depth_for(width: int) -> int:
@@ -102,7 +133,7 @@ class TablePartitioner(wiring.Component):
 
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
-                 early_key: bool = False, bank_depth: int | None = None):
+                 early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -128,11 +159,19 @@ class TablePartitioner(wiring.Component):
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
         self.columns = columns(self.entry_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
-        self.early_key = early_key
+        self.early_key = int(early_key)
+        if self.early_key not in (0, 1, 2):
+            raise ValueError(f"next_key is 1 or 2 enabled cycles ahead of key (0: none), not {early_key}")
         if self.early_key:
-            # the key one enabled cycle ahead (what ``key`` will be after the next enabled edge): its
-            # bucket is registered, so the block RAM address comes from flip-flops, not a tree of XORs
+            # the key one or two enabled cycles ahead (what ``key`` will be after that many enabled
+            # edges): its bucket is registered, so the block RAM address comes from flip-flops, not a
+            # tree of XORs; two ahead, it is registered twice, the second time in a copy per bank
             signature["next_key"] = wiring.In(key_width)
+        self.en_ahead = en_ahead
+        if en_ahead:
+            # what `en` will be after the next edge: copied into a register beside each bank, so `en`
+            # itself does not reach across the die
+            signature["en_next"] = wiring.In(1)
         super().__init__(signature)
 
     def index(self, key) -> int:
@@ -177,22 +216,45 @@ class TablePartitioner(wiring.Component):
         m.d.sync += alive.eq(1)
         with m.If(~alive):
             m.d.sync += [sweeping.eq(dirty), sweep_at.eq(0)]
-        with m.Elif(sweeping):
+        with m.Elif(sweeping & self.en):  # each swept bucket is a write (below), so it moves as they do
             m.d.sync += sweep_at.eq(sweep_at + 1)
             with m.If(sweep_at == self.buckets - 1):
                 m.d.sync += [sweeping.eq(0), dirty.eq(0)]
         m.d.comb += self.slot.eq(alive & ~sweeping)
 
         # --- stage 0: the key's bucket address goes to every bank's read port ----------------------
+        # `en` beside each bank: a copy registered from `en_next` (kept apart), else `en` itself
+        bank_en = []
+        for b in range(self.banks):
+            if self.en_ahead:
+                copy = m.submodules[f"{REPLICA_PREFIX}en{b}"] = Replica(1, init=1)
+                m.d.comb += [copy.d.eq(self.en_next), copy.en.eq(1)]
+                bank_en.append(copy.q)
+            else:
+                bank_en.append(self.en)
         index0 = Signal(ib)
-        if self.early_key:  # index_of(key) by construction: both move on the same enabled edges from 0
+        read_at = []  # per bank: the read address (a copy of index0's low bits when the key is early)
+        if self.early_key:  # index_of(key) by construction: all move on the same enabled edges from 0
+            index_ahead = Signal(ib, name="index_ahead")
+            if self.early_key == 2:
+                with m.If(self.en):
+                    m.d.sync += index_ahead.eq(index_of(self.next_key))
+            else:
+                m.d.comb += index_ahead.eq(index_of(self.next_key))
             with m.If(self.en):
-                m.d.sync += index0.eq(index_of(self.next_key))
+                m.d.sync += index0.eq(index_ahead)
+            for b in range(self.banks):
+                copy = m.submodules[f"{REPLICA_PREFIX}read{b}"] = Replica(max(1, low))
+                m.d.comb += [copy.d.eq(index_ahead[:low]), copy.en.eq(bank_en[b])]
+                read_at.append(copy.q)
         else:
             m.d.comb += index0.eq(index_of(self.key))
+            read_at = [index0[:low]] * self.banks
 
-        # The writes, registered (block RAM's write pins are driven by flip-flops): the one of the key
-        # one ahead, committed in this enabled cycle, and the four before it, kept for forwarding.
+        # The writes, registered: the one of the key one ahead, and the five before it, kept for
+        # forwarding. The one before it (w1) is copied beside each bank, and block RAM takes it from
+        # there (the long route is between flip-flops); while the table is swept, the writes are the
+        # swept buckets'.
         # Each writes one entry (or none) of its bucket: `ways` one-hot, `entry` the new entry; `keep`
         # (its vector is not zero) is kept beside it so the forwarding multiplexer need not OR it again.
         writes = [{"valid": Signal(name=f"w{j}_valid"), "index": Signal(ib, name=f"w{j}_index"),
@@ -207,29 +269,37 @@ class TablePartitioner(wiring.Component):
         # registers take block RAM's word, the others are cleared (a synchronous reset, off the data
         # path), and the bank is picked by an OR over the banks, not a multiplexer whose select lines
         # would have to reach every bank.
-        sel2 = Signal(self.banks, name="bank2")
+        sel2 = Signal(self.banks, name="bank2", reset_less=True)
+        taken = []  # per bank: the copy of w1 that block RAM takes
+        for b in range(self.banks):
+            fields_ = ("valid", "index", "ways", "entry")
+            copy = m.submodules[f"{REPLICA_PREFIX}write{b}"] = Replica(sum(len(w0[f]) for f in fields_))
+            m.d.comb += [copy.d.eq(Cat(*(w0[f] for f in fields_))), copy.en.eq(bank_en[b])]
+            parts, off = {}, 0
+            for f in fields_:
+                parts[f] = copy.q[off:off + len(w0[f])]
+                off += len(w0[f])
+            taken.append(parts)
         bank_q = []  # [bank][way]: the stage-3 registers of the bank's read data, zero unless the key's
         for b in range(self.banks):
             row = []
             for w in range(W):
-                q = Signal(ew, name=f"bank{b}_way{w}")
+                q = Signal(ew, name=f"bank{b}_way{w}", reset_less=True)  # (v3 says whether it is a key's)
                 for c, (lo, hi) in enumerate(self.columns):
                     # read through block RAM's own output register (on ECP5; elsewhere a flip-flop)
                     ram = RegisteredRam(hi - lo, self.bank_depth)
                     m.submodules[f"bank{b}_way{w}_col{c}"] = ram
-                    m.d.comb += [ram.r_addr.eq(index0[:low]), ram.r_en.eq(self.en), ram.o_en.eq(self.en)]
+                    m.d.comb += [ram.r_addr.eq(read_at[b][:low]), ram.r_en.eq(bank_en[b]), ram.o_en.eq(bank_en[b])]
                     clear = Signal(name=f"bank{b}_way{w}_col{c}_clear")
-                    m.d.comb += clear.eq(self.en & ~sel2[b])
+                    m.d.comb += clear.eq(bank_en[b] & ~sel2[b])
                     with m.If(clear):
                         m.d.sync += q[lo:hi].eq(0)
-                    with m.Elif(self.en):
+                    with m.Elif(bank_en[b]):
                         m.d.sync += q[lo:hi].eq(ram.r_data)
-                    with m.If(sweeping):  # the swept bucket: every way cleared
-                        m.d.comb += [ram.w_addr.eq(sweep_at[:low]), ram.w_data.eq(0),
-                                     ram.w_en.eq(bank_of(sweep_at) == b)]
-                    with m.Else():
-                        m.d.comb += [ram.w_addr.eq(w0["index"][:low]), ram.w_data.eq(w0["entry"][lo:hi]),
-                                     ram.w_en.eq(self.en & w0["valid"] & w0["ways"][w] & (bank_of(w0["index"]) == b))]
+                    # w1's copy: written again in a stall, which changes nothing (the word is the same)
+                    m.d.comb += [ram.w_addr.eq(taken[b]["index"][:low]), ram.w_data.eq(taken[b]["entry"][lo:hi]),
+                                 ram.w_en.eq(taken[b]["valid"] & taken[b]["ways"][w] &
+                                             (bank_of(taken[b]["index"]) == b))]
                 row.append(q)
             bank_q.append(row)
 
@@ -241,11 +311,14 @@ class TablePartitioner(wiring.Component):
         word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
         used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
         tagged4 = [Signal(name=f"tagged4_way{w}") for w in range(W)]
-        # Block RAM missed the writes of the five keys ahead (committed with and after the read): whether
-        # each wrote this bucket, and whether it was this key, is decided at stage 3, from registers.
+        # Block RAM missed the six writes ahead (taken with and after the read): whether each wrote this
+        # bucket, and whether it was this key, is compared at stage 2 with the writes as they will be at
+        # stage 3, registered, and registered again for stage 4.
         same_bucket = [Signal(name=f"fwd{j}") for j in range(FORWARD)]
         same_key = [Signal(name=f"fwd{j}_key") for j in range(FORWARD)]
-        ahead = [(v4, i4, k4)] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-1]]
+        # after the next enabled edge: the key at stage 4, the write it forms, then the registered
+        # writes (the swept buckets' among them: no key is at stage 2 while the table is swept)
+        ahead = [(v3, i3, k3), (v4, i4, k4)] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
         # the key's bank's ways: whether each is in use and holds the key; the writes ahead: whether each
         # is to the key's bucket and was the key's
         used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
@@ -262,8 +335,9 @@ class TablePartitioner(wiring.Component):
             m.d.comb += [used3[w].eq(state[:vw].any()), tagged3[w].eq(tag == k3 if tag is not None else 1)]
         bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(FORWARD)]
         key3 = [Signal(name=f"key3_ahead{j}") for j in range(FORWARD)]
-        for j, (valid, index, key) in enumerate(ahead):
-            m.d.comb += [bucket3[j].eq(valid & (index == i3)), key3[j].eq(key == k3)]
+        with m.If(self.en):
+            for j, (valid, index, key) in enumerate(ahead):
+                m.d.sync += [bucket3[j].eq(valid & (index == i2)), key3[j].eq(key == k2)]
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
@@ -376,6 +450,9 @@ class TablePartitioner(wiring.Component):
         with m.If(self.en):
             m.d.sync += [w0["valid"].eq(v4), w0["index"].eq(i4), w0["ways"].eq(Cat(*target)),
                          w0["entry"].eq(new_entry), w0["keep"].eq(keep), w0["key"].eq(k4), w0["was"].eq(was)]
+            with m.If(sweeping):  # the swept bucket: every way cleared (no key is in flight)
+                m.d.sync += [w0["valid"].eq(1), w0["index"].eq(sweep_at), w0["ways"].eq(-1), w0["entry"].eq(0),
+                             w0["keep"].eq(0), w0["was"].eq(0)]
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
         if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 4
