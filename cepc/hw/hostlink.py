@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
 from . import ecp5
+from .partition.table import REPLICA_PREFIX, Replica
 from .top import Top
 from .uart import UartRx, UartTx
 
@@ -32,6 +33,31 @@ def crc16_byte(crc: Value, byte: Value) -> Value:
         fb = bits[15] ^ byte[i]
         bits = [fb] + [bits[k - 1] ^ fb if k in (5, 12) else bits[k - 1] for k in range(1, 16)]
     return Cat(*bits)
+
+
+class RegisterSlice(wiring.Component):
+    """A valid/ready stream through registers both ways (a skid buffer of two words): ``o_valid``,
+    ``o_data`` and ``i_ready`` are flip-flops, so neither side's handshake logic reaches the other.
+    Words pass in order, none lost or repeated; a word takes a cycle more."""
+
+    def __init__(self, width: int):
+        super().__init__({"i_valid": In(1), "i_data": In(width), "i_ready": Out(1),
+                          "o_valid": Out(1), "o_data": Out(width), "o_ready": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        skid_valid = Signal()  # a word taken while the output was held
+        skid = Signal(len(self.i_data))
+        take = Signal()
+        m.d.comb += [self.i_ready.eq(~skid_valid), take.eq(self.i_valid & ~skid_valid)]
+        with m.If(self.o_ready | ~self.o_valid):
+            with m.If(skid_valid):
+                m.d.sync += [self.o_data.eq(skid), self.o_valid.eq(1), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [self.o_data.eq(self.i_data), self.o_valid.eq(take)]
+        with m.Elif(take):
+            m.d.sync += [skid.eq(self.i_data), skid_valid.eq(1)]
+        return m
 
 
 class HostLink(wiring.Component):
@@ -74,13 +100,20 @@ class HostLink(wiring.Component):
         k = (self.buffer_bytes - 1).bit_length()  # address bits
         # A RESET frame sets `reset_pending`; once the transmitter is between frames (so no frame is
         # cut short on the wire), `soft_rst` rises and resets everything below: the design, the link
-        # and its counters, the UARTs. The reset of all of it is one register, `rst_all` (the
-        # `reset` input or `soft_rst`), so a board top whose domain has no reset of its own drives
-        # every flip-flop's reset straight from a flip-flop.
+        # and its counters, the UARTs. Their reset is a register (the `reset` input or `soft_rst`),
+        # so a board top whose domain has no reset of its own drives every flip-flop's reset straight
+        # from a flip-flop: two copies of it, one for the link and one for the design.
         soft_rst = Signal()
         reset_pending = Signal()
-        rst_all = Signal()
-        m.submodules.design = top
+        # the design's records and spilled tuples pass a register slice each on their way to the
+        # transmitter (its decisions then start from flip-flops, not from the FIFOs across the die)
+        m.submodules.records = records = RegisterSlice(len(top.m_tdata))
+        m.submodules.spills = spills = RegisterSlice(len(top.spill_tdata))
+        m.d.comb += [
+            records.i_valid.eq(top.m_tvalid), records.i_data.eq(top.m_tdata), top.m_tready.eq(records.i_ready),
+            spills.i_valid.eq(top.spill_tvalid), spills.i_data.eq(top.spill_tdata),
+            top.spill_tready.eq(spills.i_ready),
+        ]
         m.submodules.uart_rx = urx = UartRx(self.divisor)
         m.submodules.uart_tx = utx = UartTx(self.divisor)
         m.d.comb += [urx.rx.eq(self.rx), self.tx.eq(utx.tx)]
@@ -247,7 +280,8 @@ class HostLink(wiring.Component):
         # idle: nothing in the buffer or the design for longer than its latency
         quiet_limit = top.latency + 32
         quiet = Signal(range(quiet_limit + 1))
-        busy = (rptr != commit) | inflight.any() | o_valid | top.m_tvalid | top.spill_tvalid
+        busy = (rptr != commit) | inflight.any() | o_valid | top.m_tvalid | top.spill_tvalid | records.o_valid | \
+            spills.o_valid
         with m.If(busy):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != quiet_limit):
@@ -338,8 +372,8 @@ class HostLink(wiring.Component):
                 acc = acc | (Value.cast(data)[8 * i:8 * i + 8] & sel[i].replicate(8))
             return acc
 
-        record_byte = select(record_sel, top.m_tdata, self.record_bytes)
-        spill_byte = select(spill_sel, top.spill_tdata, self.tuple_bytes)
+        record_byte = select(record_sel, records.o_data, self.record_bytes)
+        spill_byte = select(spill_sel, spills.o_data, self.tuple_bytes)
 
         def start(frame_kind, first=0):
             m.d.sync += [kind.eq(frame_kind), pay.eq(first), pay_left.eq(P.ACK_BYTES if frame_kind == P.ACK else 6),
@@ -356,9 +390,9 @@ class HostLink(wiring.Component):
                     with m.Elif(ack_pending):
                         m.d.sync += [ack_pending.eq(0), nak_pending.eq(0)]
                         start(P.ACK, Cat(expect, drained, nak_pending))
-                    with m.Elif(top.m_tvalid):
+                    with m.Elif(records.o_valid):
                         start(P.MATCHES)
-                    with m.Elif(top.spill_tvalid):
+                    with m.Elif(spills.o_valid):
                         start(P.SPILL)
             with m.State("begin"):  # an END first: whatever came before (a frame cut by a RESET) ends
                 with m.If(load):
@@ -399,7 +433,7 @@ class HostLink(wiring.Component):
                             with m.If(pay_left == 1):
                                 m.next = "next"
             with m.State("pop"):  # the record or tuple is sent: take it from the design
-                m.d.comb += [top.m_tready.eq(kind == P.MATCHES), top.spill_tready.eq(kind == P.SPILL)]
+                m.d.comb += [records.o_ready.eq(kind == P.MATCHES), spills.o_ready.eq(kind == P.SPILL)]
                 m.next = "next"
             with m.State("next"):  # another unit in this frame, or the CRC
                 m.next = "crc_hi"
@@ -409,11 +443,11 @@ class HostLink(wiring.Component):
                             m.d.sync += [pay.eq(status_word), pay_left.eq(P.STATUS_WORD_BYTES), units.eq(units + 1)]
                             m.next = "payload"
                     with m.Case(P.MATCHES):
-                        with m.If(top.m_tvalid & (units != P.MAX_RECORDS_PER_FRAME)):
+                        with m.If(records.o_valid & (units != P.MAX_RECORDS_PER_FRAME)):
                             m.d.sync += units.eq(units + 1)
                             m.next = "payload"
                     with m.Case(P.SPILL):
-                        with m.If(top.spill_tvalid & (units != P.MAX_RECORDS_PER_FRAME)):
+                        with m.If(spills.o_valid & (units != P.MAX_RECORDS_PER_FRAME)):
                             m.d.sync += units.eq(units + 1)
                             m.next = "payload"
             with m.State("crc_hi"):
@@ -430,8 +464,15 @@ class HostLink(wiring.Component):
                     m.d.sync += [tx_seq.eq(tx_seq + 1), tx_frames.eq(tx_frames + 1)]
                     m.next = "idle"
 
+        # The reset: one register for the link and one for the design (copies kept apart, so neither
+        # net reaches the other's flip-flops across the die).
         outer = Module()
-        outer.d.sync += rst_all.eq(self.reset | soft_rst)
-        outer.submodules.link = ResetInserter(rst_all)(m)
+        resets = {}
+        for part in ("link", "design"):
+            copy = outer.submodules[f"{REPLICA_PREFIX}rst_{part}"] = Replica(1, init=0)
+            outer.d.comb += [copy.d.eq(self.reset | soft_rst), copy.en.eq(1)]
+            resets[part] = copy.q
+        outer.submodules.link = ResetInserter(resets["link"])(m)
+        outer.submodules.design = ResetInserter(resets["design"])(top)
         return outer
 
