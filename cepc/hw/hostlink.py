@@ -372,8 +372,11 @@ class HostLink(wiring.Component):
                 acc = acc | (Value.cast(data)[8 * i:8 * i + 8] & sel[i].replicate(8))
             return acc
 
-        record_byte = select(record_sel, records.o_data, self.record_bytes)
-        spill_byte = select(spill_sel, spills.o_data, self.tuple_bytes)
+        # the selected bytes, registered every cycle (a wide AND-OR each): a byte is staged a cycle
+        # after its select moves (the "settle" state)
+        record_byte, spill_byte = Signal(8), Signal(8)
+        m.d.sync += [record_byte.eq(select(record_sel, records.o_data, self.record_bytes)),
+                     spill_byte.eq(select(spill_sel, spills.o_data, self.tuple_bytes))]
 
         def start(frame_kind, first=0):
             m.d.sync += [kind.eq(frame_kind), pay.eq(first), pay_left.eq(P.ACK_BYTES if frame_kind == P.ACK else 6),
@@ -415,10 +418,12 @@ class HostLink(wiring.Component):
                     with m.Default():  # STATUS, ACK
                         m.d.sync += staged.eq(pay[:8])
                 m.next = "emit"
+            with m.State("settle"):  # the selected byte registers catch up with the selects
+                m.next = "payload"
             with m.State("emit"):
                 with m.If(load):
                     emit(staged)
-                    m.next = "payload"
+                    m.next = "settle"
                     with m.Switch(kind):
                         with m.Case(P.MATCHES):
                             m.d.sync += record_sel.eq(record_sel.rotate_left(1))
