@@ -46,14 +46,19 @@ class Ahead(Elaboratable):
     and ``inject`` given here reach the table two enabled cycles later), and ``en_next`` is ``en``
     a cycle ahead (``en`` given here is the table's after the next edge)."""
 
-    def __init__(self, dut: TablePartitioner):
+    def __init__(self, dut: TablePartitioner, platform=None):
         assert dut.early_key in (0, 2)
-        self.dut = dut
+        self.dut, self.platform = dut, platform
         self.key, self.inject, self.en = Signal(len(dut.key)), Signal(), Signal(init=1)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = self.dut
+        dut = self.dut
+        if self.platform is None:
+            m.submodules.dut = dut
+        else:  # the table as it is built for that platform
+            dut._MustUse__silence = True
+            m.submodules.dut = dut.elaborate(self.platform)
         if dut.en_ahead:
             en = Signal(init=1)
             m.d.sync += en.eq(self.en)
@@ -71,11 +76,11 @@ class Ahead(Elaboratable):
         return m
 
 
-def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0):
+def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0, platform=None):
     """Inject ``keys`` one per enabled cycle (``en`` drops at random); at the output apply
     ``update(key, state) -> next`` and check hit/free/state against the model. A table that takes
     its key or ``en`` ahead gets them through :class:`Ahead`."""
-    top = Ahead(dut)
+    top = Ahead(dut, platform)
     model = Model(dut)
     rng = random.Random(seed)
     seen = []
@@ -158,9 +163,15 @@ def test_a_table_cut_into_banks_equals_the_model(keys, ways, depth, stall, seed)
     drive(dut, keys, update, stall, seed)
 
 
-@pytest.mark.parametrize("ways, entries, depth, stall, seed", [
-    (1, 64, 4, 0.0, 1), (2, 64, 4, 0.3, 2), (4, 64, 4, 0.5, 3), (4, 32, 4, 0.2, 4), (1, 512, 64, 0.3, 5)])
-def test_a_table_given_its_key_and_en_ahead_equals_the_model(ways, entries, depth, stall, seed):
+class Ice40:
+    """The UP5K: the table uses no copies beside its banks."""
+    family = "ice40"
+
+
+@pytest.mark.parametrize("ways, entries, depth, stall, seed, platform", [
+    (1, 64, 4, 0.0, 1, None), (2, 64, 4, 0.3, 2, None), (4, 64, 4, 0.5, 3, None), (4, 32, 4, 0.2, 4, None),
+    (1, 512, 64, 0.3, 5, None), (2, 64, 4, 0.3, 6, Ice40()), (1, 512, 64, 0.3, 7, Ice40())])
+def test_a_table_given_its_key_and_en_ahead_equals_the_model(ways, entries, depth, stall, seed, platform):
     # as the top wires it: the bucket hashed into a register two stages ahead, then copied beside
     # each bank (Replica) for its read address, and `en` copied beside each bank from `en_next`;
     # hashed, and direct (512 entries for 9-bit keys)
@@ -172,7 +183,7 @@ def test_a_table_given_its_key_and_en_ahead_equals_the_model(ways, entries, dept
 
     dut = TablePartitioner(entries, 9, 8, ways=ways, bank_depth=depth, early_key=2, en_ahead=True)
     assert dut.banks > 1 and dut.direct == (entries == 512)
-    drive(dut, keys, update, stall, seed)
+    drive(dut, keys, update, stall, seed, platform)
 
 
 def test_a_direct_table_cut_into_banks_and_columns_equals_the_model():

@@ -38,14 +38,18 @@ def crc16_byte(crc: Value, byte: Value) -> Value:
 class RegisterSlice(wiring.Component):
     """A valid/ready stream through registers both ways (a skid buffer of two words): ``o_valid``,
     ``o_data`` and ``i_ready`` are flip-flops, so neither side's handshake logic reaches the other.
-    Words pass in order, none lost or repeated; a word takes a cycle more."""
+    Words pass in order, none lost or repeated; a word takes a cycle more. ``bypass``: wires only."""
 
-    def __init__(self, width: int):
+    def __init__(self, width: int, *, bypass: bool = False):
+        self._bypass = bypass
         super().__init__({"i_valid": In(1), "i_data": In(width), "i_ready": Out(1),
                           "o_valid": Out(1), "o_data": Out(width), "o_ready": In(1)})
 
     def elaborate(self, platform):
         m = Module()
+        if self._bypass:
+            m.d.comb += [self.o_valid.eq(self.i_valid), self.o_data.eq(self.i_data), self.i_ready.eq(self.o_ready)]
+            return m
         skid_valid = Signal()  # a word taken while the output was held
         skid = Signal(len(self.i_data))
         take = Signal()
@@ -107,8 +111,10 @@ class HostLink(wiring.Component):
         reset_pending = Signal()
         # the design's records and spilled tuples pass a register slice each on their way to the
         # transmitter (its decisions then start from flip-flops, not from the FIFOs across the die)
-        m.submodules.records = records = RegisterSlice(len(top.m_tdata))
-        m.submodules.spills = spills = RegisterSlice(len(top.spill_tdata))
+        # (not on the UP5K: its die is small and its logic cells few)
+        slices = getattr(platform, "family", None) != "ice40"
+        m.submodules.records = records = RegisterSlice(len(top.m_tdata), bypass=not slices)
+        m.submodules.spills = spills = RegisterSlice(len(top.spill_tdata), bypass=not slices)
         m.d.comb += [
             records.i_valid.eq(top.m_tvalid), records.i_data.eq(top.m_tdata), top.m_tready.eq(records.i_ready),
             spills.i_valid.eq(top.spill_tvalid), spills.i_data.eq(top.spill_tdata),

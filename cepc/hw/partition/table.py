@@ -223,10 +223,14 @@ class TablePartitioner(wiring.Component):
         m.d.comb += self.slot.eq(alive & ~sweeping)
 
         # --- stage 0: the key's bucket address goes to every bank's read port ----------------------
+        # The copies beside each bank (Replica) equal what they copy; they pay on a large die, where
+        # the banks are far apart. The UP5K is small, and short of logic cells: there the banks use
+        # the originals. (Simulation, with no platform, uses the copies, so the tests check them.)
+        copies = getattr(platform, "family", None) != "ice40"
         # `en` beside each bank: a copy registered from `en_next` (kept apart), else `en` itself
         bank_en = []
         for b in range(self.banks):
-            if self.en_ahead:
+            if self.en_ahead and copies:
                 copy = m.submodules[f"{REPLICA_PREFIX}en{b}"] = Replica(1, init=1)
                 m.d.comb += [copy.d.eq(self.en_next), copy.en.eq(1)]
                 bank_en.append(copy.q)
@@ -244,6 +248,9 @@ class TablePartitioner(wiring.Component):
             with m.If(self.en):
                 m.d.sync += index0.eq(index_ahead)
             for b in range(self.banks):
+                if not copies:
+                    read_at.append(index0[:low])
+                    continue
                 copy = m.submodules[f"{REPLICA_PREFIX}read{b}"] = Replica(max(1, low))
                 m.d.comb += [copy.d.eq(index_ahead[:low]), copy.en.eq(bank_en[b])]
                 read_at.append(copy.q)
@@ -273,6 +280,9 @@ class TablePartitioner(wiring.Component):
         taken = []  # per bank: the copy of w1 that block RAM takes
         for b in range(self.banks):
             fields_ = ("valid", "index", "ways", "entry")
+            if not copies:
+                taken.append({f: writes[1][f] for f in fields_})
+                continue
             copy = m.submodules[f"{REPLICA_PREFIX}write{b}"] = Replica(sum(len(w0[f]) for f in fields_))
             m.d.comb += [copy.d.eq(Cat(*(w0[f] for f in fields_))), copy.en.eq(bank_en[b])]
             parts, off = {}, 0
