@@ -121,3 +121,12 @@ def test_on_ecp5_the_dp16kd_is_an_instance_with_its_output_register():
     # (share/lattice/brams_map_16kd.v: a W-bit port's word address starts at address bit log2(W'))
     assert ecp5.LOW_BITS == {36: 5, 18: 4, 9: 3, 4: 2, 2: 1, 1: 0}
     assert all(ecp5.MODES[w] << ecp5.LOW_BITS[w] == 16384 for w in ecp5.MODES)
+
+
+def test_the_small_die_is_told_by_the_boards_own_platforms():
+    # the table's copies and the host link's slices are left out on the UP5K: by Amaranth's family name
+    from amaranth_boards.icebreaker import ICEBreakerPlatform
+    from amaranth_boards.ulx3s import ULX3S_85F_Platform
+
+    assert ecp5.small_die(ICEBreakerPlatform()) and not ecp5.small_die(ULX3S_85F_Platform())
+    assert not ecp5.small_die(None)

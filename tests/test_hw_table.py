@@ -165,7 +165,7 @@ def test_a_table_cut_into_banks_equals_the_model(keys, ways, depth, stall, seed)
 
 class Ice40:
     """The UP5K: the table uses no copies beside its banks."""
-    family = "ice40"
+    family = "iCE40"  # as Amaranth's iCE40 platforms name it
 
 
 @pytest.mark.parametrize("ways, entries, depth, stall, seed, platform", [

@@ -37,6 +37,12 @@ def uses_dp16kd(platform) -> bool:
     return getattr(platform, "family", None) == "ecp5"
 
 
+def small_die(platform) -> bool:
+    """True when ``platform`` is an iCE40 one (Amaranth's family name is ``iCE40``): a small die, where
+    copies of registers to shorten routes cost logic cells it is short of."""
+    return str(getattr(platform, "family", "")).lower() == "ice40"
+
+
 def mode_for(depth: int) -> int:
     """The widest shape at least ``depth`` words deep (a bank of a shallow table wastes nothing)."""
     for width in (36, 18, 9, 4, 2, 1):

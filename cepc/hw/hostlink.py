@@ -112,7 +112,7 @@ class HostLink(wiring.Component):
         # the design's records and spilled tuples pass a register slice each on their way to the
         # transmitter (its decisions then start from flip-flops, not from the FIFOs across the die)
         # (not on the UP5K: its die is small and its logic cells few)
-        slices = getattr(platform, "family", None) != "ice40"
+        slices = not ecp5.small_die(platform)
         m.submodules.records = records = RegisterSlice(len(top.m_tdata), bypass=not slices)
         m.submodules.spills = spills = RegisterSlice(len(top.spill_tdata), bypass=not slices)
         m.d.comb += [

@@ -53,7 +53,7 @@ import random
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 
-from ..ecp5 import RegisteredRam
+from ..ecp5 import RegisteredRam, small_die
 from .pipeline import _signature
 
 DEPTH = 4  # enabled cycles from inject to out_*
@@ -226,7 +226,7 @@ class TablePartitioner(wiring.Component):
         # The copies beside each bank (Replica) equal what they copy; they pay on a large die, where
         # the banks are far apart. The UP5K is small, and short of logic cells: there the banks use
         # the originals. (Simulation, with no platform, uses the copies, so the tests check them.)
-        copies = getattr(platform, "family", None) != "ice40"
+        copies = not small_die(platform)
         # `en` beside each bank: a copy registered from `en_next` (kept apart), else `en` itself
         bank_en = []
         for b in range(self.banks):
