@@ -159,13 +159,13 @@ class TablePartitioner(wiring.Component):
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
         self.columns = columns(self.entry_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
-        self.early_key = int(early_key)
-        if self.early_key not in (0, 1, 2):
-            raise ValueError(f"next_key is 1 or 2 enabled cycles ahead of key (0: none), not {early_key}")
-        if self.early_key:
-            # the key one or two enabled cycles ahead (what ``key`` will be after that many enabled
-            # edges): its bucket is registered, so the block RAM address comes from flip-flops, not a
-            # tree of XORs; two ahead, it is registered twice, the second time in a copy per bank
+        self.early_key = early_key
+        if early_key not in (0, 2):
+            raise ValueError(f"next_key is 2 enabled cycles ahead of key (0: none), not {early_key}")
+        if early_key:
+            # the key two enabled cycles ahead (what ``key`` will be after two enabled edges): its
+            # bucket is registered, then copied beside each bank, so block RAM's address comes from
+            # flip-flops, not a tree of XORs
             signature["next_key"] = wiring.In(key_width)
         self.en_ahead = en_ahead
         if en_ahead:
@@ -240,13 +240,8 @@ class TablePartitioner(wiring.Component):
         read_at = []  # per bank: the read address (a copy of index0's low bits when the key is early)
         if self.early_key:  # index_of(key) by construction: all move on the same enabled edges from 0
             index_ahead = Signal(ib, name="index_ahead")
-            if self.early_key == 2:
-                with m.If(self.en):
-                    m.d.sync += index_ahead.eq(index_of(self.next_key))
-            else:
-                m.d.comb += index_ahead.eq(index_of(self.next_key))
             with m.If(self.en):
-                m.d.sync += index0.eq(index_ahead)
+                m.d.sync += [index_ahead.eq(index_of(self.next_key)), index0.eq(index_ahead)]
             for b in range(self.banks):
                 if not copies:
                     read_at.append(index0[:low])
@@ -293,6 +288,8 @@ class TablePartitioner(wiring.Component):
         bank_q = []  # [bank][way]: the stage-3 registers of the bank's read data, zero unless the key's
         for b in range(self.banks):
             row = []
+            clear = Signal(name=f"bank{b}_clear")
+            m.d.comb += clear.eq(bank_en[b] & ~sel2[b])
             for w in range(W):
                 q = Signal(ew, name=f"bank{b}_way{w}", reset_less=True)  # (v3 says whether it is a key's)
                 for c, (lo, hi) in enumerate(self.columns):
@@ -300,8 +297,6 @@ class TablePartitioner(wiring.Component):
                     ram = RegisteredRam(hi - lo, self.bank_depth)
                     m.submodules[f"bank{b}_way{w}_col{c}"] = ram
                     m.d.comb += [ram.r_addr.eq(read_at[b][:low]), ram.r_en.eq(bank_en[b]), ram.o_en.eq(bank_en[b])]
-                    clear = Signal(name=f"bank{b}_way{w}_col{c}_clear")
-                    m.d.comb += clear.eq(bank_en[b] & ~sel2[b])
                     with m.If(clear):
                         m.d.sync += q[lo:hi].eq(0)
                     with m.Elif(bank_en[b]):
@@ -348,7 +343,6 @@ class TablePartitioner(wiring.Component):
         with m.If(self.en):
             for j, (valid, index, key) in enumerate(ahead):
                 m.d.sync += [bucket3[j].eq(valid & (index == i2)), key3[j].eq(key == k2)]
-        with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
                 v2.eq(v1), k2.eq(k1), i2.eq(i1),
