@@ -80,6 +80,50 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     return h.hexdigest()[:16]
 
 
+KEEP_BUILDS = 24  # cached builds kept under a build root (each some 50 MB; the newest are kept)
+
+
+def prune_builds(root: Path, keep: int = KEEP_BUILDS) -> list[Path]:
+    """Delete all but the ``keep`` most recently used build directories under ``root``; a build in
+    use (its lock held by a running simulation) is never deleted. Every change to the compiler is a
+    new build, so without this the cache grows without bound. Returns the directories deleted."""
+    # only cepc's own builds: directories with the lock file every build takes
+    builds = sorted((d for d in root.iterdir() if (d / ".lock").is_file()), key=lambda d: d.stat().st_mtime,
+                    reverse=True)
+    deleted = []
+    for old in builds[keep:]:
+        try:
+            with open(old / ".lock") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # in use: skip it
+                shutil.rmtree(old, ignore_errors=True)
+                deleted.append(old)
+        except OSError:
+            continue
+    return deleted
+
+
+def lock_build(work: Path):
+    """Create ``work`` if needed and lock it for this process (a second simulation of the same build
+    waits); marks it the newest build and prunes the older ones. Returns the open lock file. A build
+    pruned by another process between its creation and the lock is created again."""
+    while True:
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            lock = open(work / ".lock", "w")
+        except FileNotFoundError:  # pruned meanwhile
+            continue
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if os.stat(work / ".lock").st_ino == os.fstat(lock.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        lock.close()  # the build was pruned while this process waited for it: again
+    os.utime(work)  # used now: the newest, for prune_builds
+    prune_builds(work.parent)
+    return lock
+
+
 @functools.cache
 def _compiler_digest() -> bytes:
     """The compiler's own sources (and templates): a change to them is a new design, not a cached one."""
@@ -207,11 +251,9 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, packets: l
     if opts.packet_tuples < 1:
         raise UsageError(f"--packet-tuples must be at least 1, not {opts.packet_tuples}")
     work = (opts.build_root / _design_hash(checked, opts)).resolve()
-    work.mkdir(parents=True, exist_ok=True)
     # one run at a time per build directory: a second `cepc sim` of the same design (another
     # shell, a parallel test) waits for the first rather than rebuild or overwrite its files
-    with open(work / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with lock_build(work):
         return _simulate(checked, frame, opts, work, packets)
 
 
@@ -404,10 +446,8 @@ class LinkSimulation:
             h.update((BENCH_DIR / f).read_bytes())
         h.update(_compiler_digest())
         work = (self.build_root / f"link-{h.hexdigest()[:16]}").resolve()
-        work.mkdir(parents=True, exist_ok=True)
         # one simulation at a time per build directory (its pty, stop and done files are shared)
-        self._lock = open(work / ".lock", "w")
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        self._lock = lock_build(work)
         source = work / f"{self.TOP}.v"
         if not source.exists():
             ld = link_design(lower(self.checked), partitions=self.partitions, clock_hz=self.CLOCK_HZ,
