@@ -128,5 +128,7 @@ def test_the_small_die_is_told_by_the_boards_own_platforms():
     from amaranth_boards.icebreaker import ICEBreakerPlatform
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-    assert ecp5.small_die(ICEBreakerPlatform()) and not ecp5.small_die(ULX3S_85F_Platform())
-    assert not ecp5.small_die(None)
+    from cepc.hw.replica import small_die
+
+    assert small_die(ICEBreakerPlatform()) and not small_die(ULX3S_85F_Platform())
+    assert not small_die(None)

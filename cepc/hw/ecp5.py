@@ -29,18 +29,11 @@ from amaranth.lib.wiring import In, Out
 # the DP16KD's shapes: data width → depth, and the address bits below the word address
 MODES = {36: 512, 18: 1024, 9: 2048, 4: 4096, 2: 8192, 1: 16384}
 LOW_BITS = {36: 5, 18: 4, 9: 3, 4: 2, 2: 1, 1: 0}
-DEPTH, WIDTH = MODES[9], 9  # the host link's buffer: one DP16KD in its 9-bit mode
 
 
 def uses_dp16kd(platform) -> bool:
     """True when ``platform`` is an ECP5 one, where a DP16KD can be instantiated."""
     return getattr(platform, "family", None) == "ecp5"
-
-
-def small_die(platform) -> bool:
-    """True when ``platform`` is an iCE40 one (Amaranth's family name is ``iCE40``): a small die, where
-    copies of registers to shorten routes cost logic cells it is short of."""
-    return str(getattr(platform, "family", "")).lower() == "ice40"
 
 
 def mode_for(depth: int) -> int:
@@ -52,7 +45,7 @@ def mode_for(depth: int) -> int:
 
 
 def dp16kd(*, w_en: Value, w_addr: Value, w_data: Value, r_addr: Value, r_en: Value, o_en: Value,
-           out: Value, platform=None, name: str = "dp16kd", width: int = WIDTH) -> Elaboratable:
+           out: Value, platform=None, name: str = "dp16kd", width: int = 9) -> Elaboratable:
     """One DP16KD of ``width``-bit words (a key of :data:`MODES`): port A writes ``w_data`` at
     ``w_addr`` when ``w_en``; port B reads ``r_addr`` when ``r_en`` and registers the word into
     ``out`` when ``o_en``. Narrower addresses and data are zero-extended. A model stands in when

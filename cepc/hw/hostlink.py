@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
 from . import ecp5
-from .partition.table import REPLICA_PREFIX, Replica
+from .replica import Replica, small_die
 from .top import Top
 from .uart import UartRx, UartTx
 
@@ -112,7 +112,7 @@ class HostLink(wiring.Component):
         # the design's records and spilled tuples pass a register slice each on their way to the
         # transmitter (its decisions then start from flip-flops, not from the FIFOs across the die)
         # (not on the UP5K: its die is small and its logic cells few)
-        slices = not ecp5.small_die(platform)
+        slices = not small_die(platform)
         m.submodules.records = records = RegisterSlice(len(top.m_tdata), bypass=not slices)
         m.submodules.spills = spills = RegisterSlice(len(top.spill_tdata), bypass=not slices)
         m.d.comb += [
@@ -480,7 +480,7 @@ class HostLink(wiring.Component):
         outer = Module()
         resets = {}
         for part in ("link", "design"):
-            copy = outer.submodules[f"{REPLICA_PREFIX}rst_{part}"] = Replica(1, init=0)
+            copy = outer.submodules[f"{Replica.PREFIX}rst_{part}"] = Replica(1, init=0)
             outer.d.comb += [copy.d.eq(self.reset | soft_rst), copy.en.eq(1)]
             resets[part] = copy.q
         outer.submodules.link = ResetInserter(resets["link"])(m)

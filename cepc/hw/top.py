@@ -172,8 +172,7 @@ class Top(wiring.Component):
         f_tuple = Signal(self.tuple_layout)  # the framer's tuple (a register): the key two stages ahead
         m.d.comb += f_tuple.eq(framer.tuples.payload[:self.tuple_layout.size])
         with m.If(en):
-            m.d.sync += [a_valid.eq(accept), a_raw.eq(framer.tuples.payload),
-                         a_tuple.eq(framer.tuples.payload[:self.tuple_layout.size]), a_seq.eq(seq)]
+            m.d.sync += [a_valid.eq(accept), a_raw.eq(framer.tuples.payload), a_tuple.eq(f_tuple), a_seq.eq(seq)]
             with m.If(accept):
                 m.d.sync += [seq.eq(seq + 1), self.tuples_in.eq(self.tuples_in + 1)]
 

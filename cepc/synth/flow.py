@@ -183,8 +183,8 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     """Synthesise ``checked`` for ``opts.board``; raises FitError, TimingError or ToolError."""
     from ..hw import sizing
     from ..hw.board_top import BoardTop
-    from ..hw.partition.table import REPLICA_PREFIX
     from ..hw.pll import ecp5_pll, ice40_pll
+    from ..hw.replica import Replica
     from ..nfa.lower import lower
 
     plat_cls = board(opts.board)
@@ -236,9 +236,9 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     t0 = time.perf_counter()
     progress("elaborating the board top (Amaranth)")
     # the registers that drive block RAM's pins, a copy per bank, are kept modules of their own so
-    # that Yosys does not merge them back into one (cepc.hw.partition.table.Replica)
+    # that Yosys does not merge them back into one (cepc.hw.replica.Replica)
     plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False,
-                            script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{REPLICA_PREFIX}*",
+                            script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*",
                             script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
     plan.extract(str(out))
     seconds["elaborate"] = time.perf_counter() - t0

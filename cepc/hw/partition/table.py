@@ -53,7 +53,8 @@ import random
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 
-from ..ecp5 import RegisteredRam, small_die
+from ..ecp5 import RegisteredRam
+from ..replica import Replica, small_die
 from .pipeline import _signature
 
 DEPTH = 4  # enabled cycles from inject to out_*
@@ -64,33 +65,6 @@ FORWARD = DEPTH + 2
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
-
-
-REPLICA_PREFIX = "replica_"  # submodules the synthesis flow keeps apart (keep_hierarchy): see Replica
-
-
-class Replica(wiring.Component):
-    """A register of its own: ``q`` takes ``d`` on the clock edges where ``en`` is high.
-
-    One per bank holds the bank's read address, and one its write, so that no one flip-flop drives
-    the pins of every block RAM across the die: the long route is from one flip-flop to another.
-    Synthesis would merge copies of one register into one; the flow keeps every submodule named
-    ``replica_…`` a module of its own (``keep_hierarchy``), which it cannot merge across. It has no
-    reset (nor a reset net reaching across the die): a copy is loaded in the same enabled cycles as
-    what it copies, before any key after a reset uses it, and a write copied before a reset is
-    written again until then, which changes nothing."""
-
-    def __init__(self, width: int, *, init: int | None = None):
-        self._init = init  # None: no reset; else the value after one (`en`'s copies)
-        super().__init__({"d": wiring.In(width), "en": wiring.In(1), "q": wiring.Out(width)})
-
-    def elaborate(self, platform):
-        m = Module()
-        q = Signal(len(self.q), reset_less=self._init is None, init=self._init or 0)
-        with m.If(self.en):
-            m.d.sync += q.eq(self.d)
-        m.d.comb += self.q.eq(q)
-        return m
 
 
 def bank_depth_for(width: int) -> int:
@@ -231,7 +205,7 @@ class TablePartitioner(wiring.Component):
         bank_en = []
         for b in range(self.banks):
             if self.en_ahead and copies:
-                copy = m.submodules[f"{REPLICA_PREFIX}en{b}"] = Replica(1, init=1)
+                copy = m.submodules[f"{Replica.PREFIX}en{b}"] = Replica(1, init=1)
                 m.d.comb += [copy.d.eq(self.en_next), copy.en.eq(1)]
                 bank_en.append(copy.q)
             else:
@@ -246,7 +220,7 @@ class TablePartitioner(wiring.Component):
                 if not copies:
                     read_at.append(index0[:low])
                     continue
-                copy = m.submodules[f"{REPLICA_PREFIX}read{b}"] = Replica(max(1, low))
+                copy = m.submodules[f"{Replica.PREFIX}read{b}"] = Replica(max(1, low))
                 m.d.comb += [copy.d.eq(index_ahead[:low]), copy.en.eq(bank_en[b])]
                 read_at.append(copy.q)
         else:
@@ -278,7 +252,7 @@ class TablePartitioner(wiring.Component):
             if not copies:
                 taken.append({f: writes[1][f] for f in fields_})
                 continue
-            copy = m.submodules[f"{REPLICA_PREFIX}write{b}"] = Replica(sum(len(w0[f]) for f in fields_))
+            copy = m.submodules[f"{Replica.PREFIX}write{b}"] = Replica(sum(len(w0[f]) for f in fields_))
             m.d.comb += [copy.d.eq(Cat(*(w0[f] for f in fields_))), copy.en.eq(bank_en[b])]
             parts, off = {}, 0
             for f in fields_:
