@@ -67,6 +67,15 @@ def test_does_not_fit_is_read_from_the_log():
     assert rep.placement_failure("Info: Program finished normally.\n") is None
 
 
+def test_a_full_region_is_does_not_fit():
+    # nextpnr's analytic placer, with logic cells at 103 %, stops with "Failed to expand region"
+    # (network on the UP5K with a 4-long pipeline whose delay line is registers)
+    log = (FIXTURES / "ice40_region_full.log").read_text()
+    assert "ERROR: Failed to expand region (0, 0) |_> (25, 31) of 5451 ICESTORM_LCs" in log
+    bel, use = rep.placement_failure(log)
+    assert bel == "ICESTORM_LC" and use == rep.Resource(5452, 5280)
+
+
 def test_clean_names():
     assert rep.clean_name("link.link.design.q0_partitioner.e51_key_TRELLIS_FF_Q_2") == \
         "link.link.design.q0_partitioner.e51_key"

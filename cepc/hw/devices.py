@@ -12,6 +12,9 @@ class Device:
     block: str  # block RAM primitive
     blocks: int
     configs: tuple[tuple[int, int], ...]  # (depth, width) of one block, simple dual-port
+    # whether shallow memories (the 16-deep output FIFOs) go to distributed (LUT) RAM; without it
+    # (iCE40) each takes block RAMs side by side, one per 16 bits of width, however shallow
+    lut_ram: bool = True
 
     def blocks_for(self, depth: int, width: int) -> int:
         """Blocks a memory of ``depth`` words of ``width`` bits takes, in the best configuration."""
@@ -25,6 +28,6 @@ DEVICES = {
     "ecp5-45f": Device("ecp5-45f", "ECP5 LFE5U-45F", "DP16KD", 108, _ECP5),
     "ecp5-25f": Device("ecp5-25f", "ECP5 LFE5U-25F", "DP16KD", 56, _ECP5),
     "ecp5-12f": Device("ecp5-12f", "ECP5 LFE5U-12F", "DP16KD", 32, _ECP5),
-    "ice40up5k": Device("ice40up5k", "iCE40 UP5K", "SB_RAM40_4K", 30, _ICE40),
+    "ice40up5k": Device("ice40up5k", "iCE40 UP5K", "SB_RAM40_4K", 30, _ICE40, lut_ram=False),
 }
 DEFAULT_DEVICE = "ecp5-85f"

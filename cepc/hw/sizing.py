@@ -7,6 +7,10 @@ when 2^key bits entries fit the device's block RAM budget; otherwise the
 table is hashed, as large as the budget allows. Woods' pipeline partitioner
 (flip-flops only, a tuple every other cycle) is the fallback when not even a
 small table fits.
+
+The budget is half the device's block RAM, and never more than what the rest of
+the design leaves (:func:`reserved_blocks`): on a device without distributed RAM
+(iCE40) the output FIFOs and the host link's receive buffer take block RAM too.
 """
 
 from __future__ import annotations
@@ -15,18 +19,63 @@ from dataclasses import dataclass
 
 from ..plan import DesignPlan, QueryPlan
 from .devices import DEFAULT_DEVICE, DEVICES, Device  # noqa: F401 - re-exported
-from .layouts import key_width
+from .layouts import SEQ_WIDTH, key_width, record_layout
 from .partition.table import DEFAULT_WAYS, STAMP_BITS, columns
 
 BUDGET = 0.5  # share of the device's block RAM the partition tables may take
+FIFO_DEPTH = 16  # the top's output FIFOs (cepc.hw.top.OUTPUT_FIFO_DEPTH, checked by a test)
 MIN_TABLE = 64  # below this many entries the pipeline partitioner serves as well
 PIPELINE_DEFAULT = 16  # the pipeline partitioner's default length
+REGISTER_DELAY = 4  # a delay line this short is registers (cepc.hw.delay.DelayLine), longer is memory
+# the pipeline's length when its delay line cannot be memory: registers then, a payload's worth of
+# flip-flops per stage (network on the UP5K, 204 bits a stage, fits with 2 and not with 4: 103 % of
+# its logic cells)
+REGISTER_PIPELINE = 2
 
 
 def entry_bits(design: DesignPlan, q: QueryPlan, direct: bool, within: bool, evict: bool) -> int:
     state = q.state_width
     time = design.tuple.field(q.time_field).width + 1 if within and q.within is not None else 0
     return state + (0 if direct else key_width(design.tuple, q)) + time + (STAMP_BITS if evict else 0)
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """Block RAM the design takes besides its partition tables."""
+
+    fifos: int  # the output FIFOs: one per query (its match records) and the spill FIFO (tuples)
+    buffer: int  # the host link's receive buffer (board tops only)
+
+    @property
+    def blocks(self) -> int:
+        return self.fifos + self.buffer
+
+
+def reserved_blocks(design: DesignPlan, device: Device, buffer_bytes: int = 0) -> Reserved:
+    """The block RAM ``design`` takes outside its tables on ``device``, with a host link buffer of
+    ``buffer_bytes`` (0: the design alone). Shallow FIFOs take none where the device has LUT RAM."""
+    fifos = 0
+    if not device.lut_ram:
+        record = record_layout(design).size
+        fifos = len(design.queries) * device.blocks_for(FIFO_DEPTH, record) + \
+            device.blocks_for(FIFO_DEPTH, design.tuple.nbytes * 8)
+    return Reserved(fifos, device.blocks_for(buffer_bytes, 8) if buffer_bytes else 0)
+
+
+def payload_bits(design: DesignPlan) -> int:
+    """The width of the delay line carrying each tuple beside its key (cepc.hw.top): the raw tuple, the
+    predicate vector (all queries', with the shared decoder) and the seq."""
+    return design.tuple.nbytes * 8 + max(1, sum(len(q.predicates) for q in design.queries)) + SEQ_WIDTH
+
+
+def pipeline_length(design: DesignPlan, device: Device, reserved: Reserved) -> int:
+    """The pipeline partitioner's length where its delay line fits beside ``reserved``: the default,
+    unless its ring of ``length - 1`` words would take block RAM (no LUT RAM) the device has not got;
+    then a short line of registers (REGISTER_PIPELINE)."""
+    left = device.blocks - reserved.blocks
+    if device.lut_ram or device.blocks_for(PIPELINE_DEFAULT - 1, payload_bits(design)) <= left:
+        return PIPELINE_DEFAULT
+    return REGISTER_PIPELINE
 
 
 @dataclass(frozen=True)
@@ -64,16 +113,21 @@ class Choice:
 
 
 def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partitions: int | None = None,
-           evict: bool = False) -> Choice:
+           evict: bool = False, reserved: Reserved | None = None) -> Choice:
     """The partitioner and partition count for ``design`` on ``device``; ``partitioner`` and
-    ``partitions`` are the user's (``auto``/None: choose)."""
+    ``partitions`` are the user's (``auto``/None: choose). The tables get half the device's block
+    RAM, at most what ``reserved`` (default: :func:`reserved_blocks` of the design alone) leaves."""
     keyed = [q for q in design.queries if q.key_fields]
     if not keyed:
         return Choice(partitioner if partitioner != "auto" else "table", partitions or 1, (),
                       "no query has PARTITION BY: one partition per query")
     if partitioner == "pipeline":
         return Choice("pipeline", partitions or PIPELINE_DEFAULT, (), "as asked")
-    budget = int(device.blocks * BUDGET)
+    reserved = reserved or reserved_blocks(design, device)
+    budget = min(int(device.blocks * BUDGET), device.blocks - reserved.blocks)
+    share = (f"half of {device.name}'s {device.block}s" if budget == int(device.blocks * BUDGET) else
+             f"the {budget} of {device.name}'s {device.blocks} {device.block}s the output FIFOs"
+             f"{' and the host link' if reserved.buffer else ''} leave")
     if partitions is not None:
         tables = tuple(table_plan(design, q, partitions, device, evict) for q in keyed)
         return Choice("table", partitions, tables, "as asked")
@@ -85,14 +139,16 @@ def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partit
         for ways in (DEFAULT_WAYS, 2, 1):
             tables = tuple(table_plan(design, q, n, device, evict, ways) for q in keyed)
             if sum(t.blocks for t in tables) <= budget:
-                return Choice("table", n, tables, f"the largest that fits half of {device.name}'s {device.block}s",
-                              ways)
+                return Choice("table", n, tables, f"the largest that fits {share}", ways)
         n //= 2
     if partitioner == "table":
         tables = tuple(table_plan(design, q, MIN_TABLE, device, evict) for q in keyed)
-        return Choice("table", MIN_TABLE, tables, f"does not fit half of {device.name}'s block RAM")
-    return Choice("pipeline", PIPELINE_DEFAULT, (),
-                  f"not even a {MIN_TABLE}-entry table fits half of {device.name}'s block RAM")
+        return Choice("table", MIN_TABLE, tables, f"does not fit {share}")
+    length = pipeline_length(design, device, reserved)
+    why = "" if length == PIPELINE_DEFAULT else (
+        f"; its delay line in registers: a longer one would take {device.blocks_for(PIPELINE_DEFAULT - 1, payload_bits(design))} "
+        f"{device.block}s of {payload_bits(design)}-bit payloads")
+    return Choice("pipeline", length, (), f"not even a {MIN_TABLE}-entry table fits {share}{why}")
 
 
 def describe(choice: Choice, device: Device, design: DesignPlan) -> str:

@@ -214,9 +214,12 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     # host link's buffer and the FIFOs), or Woods' pipeline with the board's default length
     device = sizing.DEVICES[plat_cls.cepc_device]
     pipeline_default = plat_cls.cepc_partitions if opts.partitioner == "pipeline" else None
+    reserved = sizing.reserved_blocks(design, device, plat_cls.cepc_buffer_bytes)
+    if reserved.blocks > device.blocks:  # no partitioning helps: say so before a minute of Yosys
+        raise FitError(_reserved_message(design, device, reserved))
     try:
         choice = sizing.choose(design, device, opts.partitioner, opts.partitions or pipeline_default,
-                               evict=bool(opts.evict_after))
+                               evict=bool(opts.evict_after), reserved=reserved)
     except ValueError as e:
         raise UsageError(str(e)) from None
     progress(sizing.describe(choice, device, design))
@@ -356,6 +359,19 @@ def _fit_message(platform, bel: str, use: rep.Resource | None, partitions: int) 
     else:
         detail = f"it needs more {what} than the device has"
     return f"the design does not fit {platform.device}: {detail}; use fewer --partitions (now {partitions})"
+
+
+def _reserved_message(design, device, reserved) -> str:
+    from ..hw.layouts import record_layout
+    from ..hw.sizing import FIFO_DEPTH
+
+    over = reserved.blocks - device.blocks
+    return (f"the design does not fit {device.family}: its output FIFOs alone ({len(design.queries)} of "
+            f"{record_layout(design).size}-bit match records and one of {design.tuple.nbytes * 8}-bit tuples, "
+            f"{FIFO_DEPTH} deep; this device has no LUT RAM, so each takes a block RAM per 16 bits of width) "
+            f"take {reserved.fifos} {device.block}s and the host link's buffer {reserved.buffer}: "
+            f"{reserved.blocks} of the device's {device.blocks} ({over} over) before any partition state; "
+            f"fewer --partitions cannot help; fewer or narrower MEASURES, fewer queries or a larger device can")
 
 
 def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, partitions: int, baud: int,

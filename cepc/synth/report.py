@@ -194,6 +194,8 @@ def parse(report: dict, stat: dict | None, *, board: str, family: str, device: s
 
 _NO_BELS = re.compile(r"ERROR: (?:Unable to place cell '[^']*', )?no BELs remaining to implement cell type '(\w+)'")
 _TOO_MANY = re.compile(r"ERROR: Design uses more (\w+) \((\d+)\) than available \((\d+)\)")
+# the analytic placer (HeAP) gives up when a cell type is over 100 %
+_EXPAND = re.compile(r"ERROR: Failed to expand region .* of \d+ (\w+?)s?\s*$", re.M)
 _UTIL = re.compile(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%")
 
 
@@ -210,7 +212,7 @@ def placement_failure(log: str) -> tuple[str, Resource | None] | None:
     m = _TOO_MANY.search(log)
     if m:
         return m.group(1), Resource(int(m.group(2)), int(m.group(3)))
-    m = _NO_BELS.search(log)
+    m = _NO_BELS.search(log) or _EXPAND.search(log)
     if m:
         bel = m.group(1)
         return bel, log_utilisation(log).get(bel)

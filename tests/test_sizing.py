@@ -1,0 +1,97 @@
+"""`--partitioner auto`: the tables get the block RAM the rest of the design leaves.
+
+On the iCE40 (no LUT RAM) the 16-deep output FIFOs and the host link's buffer take block RAM, one
+per 16 bits of width; `auto` once gave network's tables half of the UP5K as if they were free, and
+the design did not fit (38 of 30 block RAMs); nor did the pipeline it falls back to, whose delay line
+is then block RAM as well (39). The slow test ties the count to Yosys's."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cepc.cli import main
+from cepc.hw import sizing, top
+from cepc.hw.layouts import record_layout
+from cepc.lang.check import check
+from cepc.lang.parse import parse_file
+from cepc.nfa.lower import lower
+
+from synthtools import yowasp_or_skip
+
+ROOT = Path(__file__).resolve().parent.parent
+UP5K, ECP5 = sizing.DEVICES["ice40up5k"], sizing.DEVICES["ecp5-85f"]
+
+
+def design(example: str):
+    return lower(check(parse_file(ROOT / "examples" / example)))
+
+
+def test_the_fifo_depth_is_the_tops():
+    assert sizing.FIFO_DEPTH == top.OUTPUT_FIFO_DEPTH
+
+
+def test_fifos_take_block_ram_only_without_lut_ram():
+    net = design("network/network.sql")
+    assert record_layout(net).size == 81 and net.tuple.nbytes * 8 == 152
+    # two queries' 81-bit records (6 blocks of 256 × 16 each) and the 152-bit spill FIFO (10)
+    assert sizing.reserved_blocks(net, UP5K) == sizing.Reserved(fifos=22, buffer=0)
+    assert sizing.reserved_blocks(net, UP5K, 2048) == sizing.Reserved(fifos=22, buffer=4)  # 4 × 512 × 8
+    assert sizing.reserved_blocks(net, ECP5, 2048) == sizing.Reserved(fifos=0, buffer=1)  # one 2,048 × 9
+
+
+def test_auto_leaves_room_for_the_fifos_and_the_buffer():
+    net = design("network/network.sql")
+    # alone, half the UP5K (15 blocks) was network's: 2 × 512 partitions, which with the FIFOs and the
+    # buffer's 26 blocks did not fit; 4 blocks are left, not enough for the smallest table
+    reserved = sizing.reserved_blocks(net, UP5K, 2048)
+    choice = sizing.choose(net, UP5K, reserved=reserved)
+    assert choice.partitioner == "pipeline"
+    assert "not even a 64-entry table fits the 4 of" in choice.reason
+    # and a pipeline of 2: the delay line of 16 would be a ring of 15 204-bit payloads in 13 blocks,
+    # and one of 4 registers is too many flip-flops (the slow test below fits it)
+    assert sizing.payload_bits(net) == 152 + 4 + 48 and UP5K.blocks_for(15, 204) == 13
+    assert choice.partitions == sizing.REGISTER_PIPELINE == 2
+    assert "its delay line in registers: a longer one would take 13 SB_RAM40_4Ks" in choice.reason
+    # where the ring fits (or is LUT RAM), the pipeline keeps its default length
+    roomy = sizing.Reserved(fifos=0, buffer=0)
+    assert sizing.pipeline_length(net, UP5K, roomy) == sizing.pipeline_length(net, ECP5, reserved) == 16
+    # marathon: 12 blocks of FIFOs, 4 of buffer, its table the 14 left (the 30 Yosys used, bench/results)
+    mar = design("marathon/marathon.sql")
+    reserved = sizing.reserved_blocks(mar, UP5K, 2048)
+    choice = sizing.choose(mar, UP5K, reserved=reserved)
+    assert choice.partitioner == "table" and choice.partitions == 2048
+    assert reserved.blocks + sum(t.blocks for t in choice.tables) <= UP5K.blocks
+    # where FIFOs are LUT RAM, half the device stays the tables' (the sizes measured on ECP5 stand)
+    assert sizing.choose(net, ECP5, reserved=sizing.reserved_blocks(net, ECP5, 2048)) == sizing.choose(net, ECP5)
+    assert sizing.choose(net, ECP5).partitions == 16384
+
+
+def test_a_design_whose_fifos_alone_do_not_fit_fails_before_yosys(tmp_path, capsys):
+    fin = design("finance/finance0/finance0.sql")
+    assert sizing.reserved_blocks(fin, UP5K, 2048).blocks == 33
+    rc = main(["synth", str(ROOT / "examples" / "finance" / "finance0" / "finance0.sql"), "--board", "icebreaker",
+               "-o", str(tmp_path)])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert re.search(r"^error: the design does not fit iCE40 UP5K: its output FIFOs alone \(1 of 289-bit match "
+                     r"records and one of 160-bit tuples, 16 deep; .*\) take 29 SB_RAM40_4Ks and the host link's "
+                     r"buffer 4: 33 of the device's 30 \(3 over\) before any partition state", err, re.M)
+    assert not (tmp_path / "yosys.log").exists()
+
+
+@pytest.mark.slow
+def test_network_on_the_icebreaker_fits_as_auto_sizes_it(tmp_path, capsys):
+    for tool in ("yosys", "nextpnr-ice40", "icepack"):
+        yowasp_or_skip(tool)
+    rc = main(["synth", str(ROOT / "examples" / "network" / "network.sql"), "--board", "icebreaker", "--freq", "24",
+               "-o", str(tmp_path / "build"), "--report", str(tmp_path / "r.json")])
+    assert rc == 0, capsys.readouterr().err
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["options"]["partitioner"] == "pipeline" and r["options"]["partitions"] == 2 and r["timing_met"]
+    # no table, a delay line of registers: the block RAMs Yosys used are the FIFOs' and the buffer's
+    net = design("network/network.sql")
+    assert r["resources"]["bram"]["used"] == sizing.reserved_blocks(net, UP5K, 2048).blocks == 26
