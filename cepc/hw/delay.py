@@ -34,7 +34,7 @@ class DelayLine(wiring.Component):
                 m.d.sync += valid[i + 1].eq(valid[i])
         m.d.comb += self.o_valid.eq(valid[-1])
         if n <= 4:
-            stages = [Signal(self._width, name=f"d{i}") for i in range(n)]
+            stages = [Signal(self._width, name=f"d{i}", reset_less=True) for i in range(n)]  # (valid: v*)
             with m.If(self.en):
                 m.d.sync += stages[0].eq(self.i_data)
                 for i in range(n - 1):
@@ -51,7 +51,7 @@ class DelayLine(wiring.Component):
         nxt = Signal(range(ring_depth))
         with m.If(ptr != ring_depth - 1):
             m.d.comb += nxt.eq(ptr + 1)
-        out = Signal(self._width)
+        out = Signal(self._width, reset_less=True)
         # written at ptr now, read back when ptr comes round again (n - 1 cycles), then registered
         m.d.comb += [
             wr.addr.eq(ptr), wr.data.eq(self.i_data), wr.en.eq(self.en),

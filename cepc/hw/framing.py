@@ -6,6 +6,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .counter import count_late
 from .layouts import COUNTER_WIDTH
 
 
@@ -144,8 +145,7 @@ class Framer(wiring.Component):
             room.eq((after_m2[-1] | (after_m2 == 0)) & ~(take & self.last)),
             trim.eq(take & self.last),
         ]
-        with m.If(trim & (trim_k[0] != count)):
-            m.d.sync += self.malformed.eq(self.malformed + 1)
+        count_late(m, self.malformed, trim & (trim_k[0] != count))
         return m
 
     def _elaborate_serial(self):
@@ -172,11 +172,10 @@ class Framer(wiring.Component):
         m.d.comb += n_next.eq(Mux(complete, 0, Mux(byte, n + 1, n)))
         with m.If(byte):
             m.d.sync += asm.eq(Cat(asm[8:], self.data))
+        # a packet ends: a partial tuple is discarded and counted
+        count_late(m, self.malformed, self.valid & room & self.last & (n_next != 0))
         with m.If(self.valid & room & self.last):
-            # a packet ends: a partial tuple is discarded and counted
             m.d.sync += n.eq(0)
-            with m.If(n_next != 0):
-                m.d.sync += self.malformed.eq(self.malformed + 1)
         with m.Else():
             m.d.sync += n.eq(n_next)
         m.d.sync += out_valid.eq(valid_next)

@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
 from . import ecp5
+from .counter import increment
 from .replica import Replica, small_die
 from .top import Top
 from .uart import UartRx, UartTx
@@ -50,17 +51,23 @@ class RegisterSlice(wiring.Component):
         if self._bypass:
             m.d.comb += [self.o_valid.eq(self.i_valid), self.o_data.eq(self.i_data), self.i_ready.eq(self.o_ready)]
             return m
+        # (the words have no reset, only their valid flags: a reset then reaches few flip-flops)
         skid_valid = Signal()  # a word taken while the output was held
-        skid = Signal(len(self.i_data))
+        skid = Signal(len(self.i_data), reset_less=True)
+        data = Signal(len(self.i_data), reset_less=True)
         take = Signal()
-        m.d.comb += [self.i_ready.eq(~skid_valid), take.eq(self.i_valid & ~skid_valid)]
+        m.d.comb += [self.i_ready.eq(~skid_valid), take.eq(self.i_valid & ~skid_valid), self.o_data.eq(data)]
+        # the skid register takes the input whenever it is empty (a word it holds counts only once
+        # `skid_valid` says so): its enable is a local flip-flop, not the far side's valid
+        with m.If(~skid_valid):
+            m.d.sync += skid.eq(self.i_data)
         with m.If(self.o_ready | ~self.o_valid):
             with m.If(skid_valid):
-                m.d.sync += [self.o_data.eq(skid), self.o_valid.eq(1), skid_valid.eq(0)]
+                m.d.sync += [data.eq(skid), self.o_valid.eq(1), skid_valid.eq(0)]
             with m.Else():
-                m.d.sync += [self.o_data.eq(self.i_data), self.o_valid.eq(take)]
+                m.d.sync += [data.eq(self.i_data), self.o_valid.eq(take)]
         with m.Elif(take):
-            m.d.sync += [skid.eq(self.i_data), skid_valid.eq(1)]
+            m.d.sync += skid_valid.eq(1)
         return m
 
 
@@ -107,6 +114,9 @@ class HostLink(wiring.Component):
         # and its counters, the UARTs. Their reset is a register (the `reset` input or `soft_rst`),
         # so a board top whose domain has no reset of its own drives every flip-flop's reset straight
         # from a flip-flop: two copies of it, one for the link and one for the design.
+        # Registers that hold data only while a flag of theirs says so (bytes, words, addresses, the
+        # status pipeline) have no reset: the reset's two copies then reach the link's control state,
+        # not hundreds of data flip-flops across the die.
         soft_rst = Signal()
         reset_pending = Signal()
         # the design's records and spilled tuples pass a register slice each on their way to the
@@ -146,7 +156,7 @@ class HostLink(wiring.Component):
         # Writes are registered on their way to the RAM (its pins are far). Reads take two cycles:
         # the read itself, then a register — on ECP5 the block RAM's own output register (its
         # clock-to-out without it, 5.8 ns, is most of a 150 MHz cycle), elsewhere a flip-flop.
-        w_en, w_addr, w_data = Signal(), Signal(k), Signal(9)
+        w_en, w_addr, w_data = Signal(), Signal(k, reset_less=True), Signal(9, reset_less=True)
         m.d.sync += w_en.eq(0)
         r_addr = Signal(k)
         r_data = Signal(9)  # the byte at r_addr two cycles ago
@@ -157,13 +167,13 @@ class HostLink(wiring.Component):
         commit = Signal(k + 1)
         rptr = Signal(k + 1)
         queued = Signal(range(self.buffer_frames + 1))  # accepted frames not yet drained
-        recent = Signal(24)  # the last three bytes written: a frame's last payload byte and its CRC
+        recent = Signal(24, reset_less=True)  # the last three bytes written: a frame's last payload byte and its CRC
         full = Signal()  # a register: bytes arrive ten bit times apart, pointers move between them
         m.d.sync += full.eq((wptr - rptr)[:k + 1] == self.buffer_bytes)
 
         # --- SLIP decoder (its outputs are registers) ----------------------------------------------------
         esc = Signal()
-        byte = Signal(8)
+        byte = Signal(8, reset_less=True)
         byte_valid = Signal()
         end = Signal()
         bad_byte = Signal()  # an invalid escape or a UART framing error
@@ -184,8 +194,8 @@ class HostLink(wiring.Component):
 
         # --- frame check --------------------------------------------------------------------------------
         pos = Signal(range(3))  # bytes of the frame so far: 0, 1, 2 or more
-        ftype = Signal(8)
-        fseq = Signal(8)
+        ftype = Signal(8, reset_less=True)
+        fseq = Signal(8, reset_less=True)
         crc = Signal(16, init=0xFFFF)
         body = Signal(range(self.buffer_bytes + 2))  # bytes after the header (payload + CRC), saturating
         bad = Signal()  # bad escape or UART framing error inside the frame
@@ -215,9 +225,9 @@ class HostLink(wiring.Component):
         f_good = Signal()  # CRC right, long enough, no bad byte
         f_take = Signal()  # a TUPLES frame to accept, if good
         f_ahead = Signal()  # a TUPLES frame at or after the expected seq (not an old copy)
-        f_kind = Signal(8)
-        last_addr = Signal(k + 1)  # the frame's last payload byte
-        end_commit = Signal(k + 1)  # the commit pointer if it is accepted
+        f_kind = Signal(8, reset_less=True)
+        last_addr = Signal(k + 1, reset_less=True)  # the frame's last payload byte
+        end_commit = Signal(k + 1, reset_less=True)  # the commit pointer if it is accepted
         m.d.sync += decide.eq(end)
         with m.If(end):
             m.d.sync += [
@@ -235,19 +245,22 @@ class HostLink(wiring.Component):
         with m.If(decide & f_frame):
             with m.If(accept):
                 m.d.sync += [wptr.eq(end_commit), expect.eq(expect + 1),
-                             rx_frames.eq(rx_frames + 1), ack_pending.eq(1), nak_sent.eq(0)]
+                             ack_pending.eq(1), nak_sent.eq(0)]
+                increment(m, rx_frames, 1)
                 # mark the frame's last payload byte (three bytes back) as its last
                 m.d.sync += [w_addr.eq(last_addr[:k]), w_data.eq(Cat(recent[:8], 1)), w_en.eq(1)]
             with m.Else():
                 m.d.sync += wptr.eq(commit)  # roll the frame back
                 with m.If(~f_good):
-                    m.d.sync += [rx_crc_errors.eq(rx_crc_errors + 1), sticky_error.eq(1)]
+                    m.d.sync += sticky_error.eq(1)
+                    increment(m, rx_crc_errors, 1)
                 with m.Elif(f_kind == P.STATUS_REQUEST):
                     m.d.sync += status_pending.eq(1)
                 with m.Elif(f_kind == P.RESET):
                     m.d.sync += reset_pending.eq(1)
                 with m.Else():
-                    m.d.sync += [rx_rejected.eq(rx_rejected + 1), sticky_error.eq(1)]
+                    m.d.sync += sticky_error.eq(1)
+                    increment(m, rx_rejected, 1)
                     # one NAK per gap
                     with m.If(f_ahead & ~nak_sent):
                         m.d.sync += [nak_pending.eq(1), nak_sent.eq(1), ack_pending.eq(1)]
@@ -263,7 +276,7 @@ class HostLink(wiring.Component):
         # after. One byte at a time: a byte every four cycles is still far more than the UART brings.
         inflight = Signal(2)  # a byte issued one / two cycles ago
         o_valid = Signal()
-        o_data = Signal(9)
+        o_data = Signal(9, reset_less=True)
         issue = Signal()
         drain_last = Signal()
         m.d.comb += [
@@ -317,13 +330,13 @@ class HostLink(wiring.Component):
         # (one-hot byte selects), and taken (popped) after their last byte: a record counted in
         # `matches_out` is always in a frame already under way, so a STATUS frame never counts a
         # record the host has not received.
-        ob = Signal(8)
+        ob = Signal(8, reset_less=True)
         ob_valid = Signal()
         ob_end = Signal()  # a raw END, not escaped, not in the CRC
         take = Signal()  # the escaper takes `ob` this cycle
         load = Signal()  # the FSM may load `ob` this cycle
         escaping = Signal()
-        escaped = Signal(8)
+        escaped = Signal(8, reset_less=True)
         special = Signal()
         tx_crc = Signal(16, init=0xFFFF)
         m.d.comb += [
@@ -345,17 +358,17 @@ class HostLink(wiring.Component):
         def emit(value, end=False):
             m.d.sync += [ob.eq(value), ob_valid.eq(1), ob_end.eq(end)]
 
-        pay = Signal(48)  # the status word or ACK being sent, low byte first
+        pay = Signal(48, reset_less=True)  # the status word or ACK being sent, low byte first
         units = Signal(range(max(P.MAX_RECORDS_PER_FRAME, len(words)) + 1))  # units started
-        kind = Signal(8)
+        kind = Signal(8, reset_less=True)
         tx_seq = Signal(8)
-        staged = Signal(8)  # the payload byte to send next
+        staged = Signal(8, reset_less=True)  # the payload byte to send next
         # the status word of the next unit: a wide multiplexer over counters spread across the die, in
         # two registered steps (four words a group, then the group). A word is sent many cycles after
         # `units` moves on (a byte takes clock/baud × 10 cycles), so the two cycles are never waited for.
-        status_word = Signal(48)
+        status_word = Signal(48, reset_less=True)
         groups = [words[i:i + 4] for i in range(0, len(words), 4)]
-        picked = [Signal(48, name=f"status_group{g}") for g in range(len(groups))]
+        picked = [Signal(48, name=f"status_group{g}", reset_less=True) for g in range(len(groups))]
         for g, group in enumerate(groups):
             with m.Switch(units[:2]):
                 for i, w in enumerate(group):
@@ -380,7 +393,7 @@ class HostLink(wiring.Component):
 
         # the selected bytes, registered every cycle (a wide AND-OR each): a byte is staged a cycle
         # after its select moves (the "settle" state)
-        record_byte, spill_byte = Signal(8), Signal(8)
+        record_byte, spill_byte = Signal(8, reset_less=True), Signal(8, reset_less=True)
         m.d.sync += [record_byte.eq(select(record_sel, records.o_data, self.record_bytes)),
                      spill_byte.eq(select(spill_sel, spills.o_data, self.tuple_bytes))]
 
@@ -472,7 +485,8 @@ class HostLink(wiring.Component):
             with m.State("end"):
                 with m.If(load):
                     emit(0, end=True)
-                    m.d.sync += [tx_seq.eq(tx_seq + 1), tx_frames.eq(tx_frames + 1)]
+                    m.d.sync += tx_seq.eq(tx_seq + 1)
+                    increment(m, tx_frames, 1)
                     m.next = "idle"
 
         # The reset: one register for the link and one for the design (copies kept apart, so neither

@@ -32,6 +32,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
+from .counter import add, count_late, increment
 from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .framing import Framer
@@ -39,6 +40,7 @@ from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padde
 from .nfa_core import DfaCore, Measures, NfaCore, PartialMatchCore
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
+from .replica import Replica, small_die
 
 OUTPUT_FIFO_DEPTH = 16
 # Writes that can still reach a FIFO after its level is seen: the record register, the NFA
@@ -163,18 +165,33 @@ class Top(wiring.Component):
         accept = Signal()
         m.d.comb += [framer.tuples.ready.eq(en & slot), accept.eq(framer.tuples.valid & framer.tuples.ready)]
 
+        # `en` fans out to every stage: on a large die each part (the front end's data registers, the
+        # payload and spill path, each query's partitioner and record) takes a copy of its own (kept
+        # apart, as the table's beside its banks), so no one net reaches thousands of enables
+        def en_copy(name):
+            if small_die(platform):
+                return en
+            copy = m.submodules[f"{Replica.PREFIX}en_{name}"] = Replica(1, init=1)
+            m.d.comb += [copy.d.eq(en_next), copy.en.eq(1)]
+            return copy.q
+
+        en_front = en_copy("front")  # the data registers of stages 2 and 3; `en` keeps the handshake
+
         # --- stage 2: tuple register and seq ----------------------------------------------
         a_valid = Signal()
-        a_tuple = Signal(self.tuple_layout)
-        a_raw = Signal(self.tuple_width)
-        a_seq = Signal(SEQ_WIDTH)
+        # (the data registers have no reset, only their valid flags: a reset reaches few flip-flops)
+        a_tuple = Signal(self.tuple_layout, reset_less=True)
+        a_raw = Signal(self.tuple_width, reset_less=True)
+        a_seq = Signal(SEQ_WIDTH, reset_less=True)
         seq = Signal(SEQ_WIDTH)
         f_tuple = Signal(self.tuple_layout)  # the framer's tuple (a register): the key two stages ahead
         m.d.comb += f_tuple.eq(framer.tuples.payload[:self.tuple_layout.size])
         with m.If(en):
-            m.d.sync += [a_valid.eq(accept), a_raw.eq(framer.tuples.payload), a_tuple.eq(f_tuple), a_seq.eq(seq)]
-            with m.If(accept):
-                m.d.sync += [seq.eq(seq + 1), self.tuples_in.eq(self.tuples_in + 1)]
+            m.d.sync += a_valid.eq(accept)
+            increment(m, seq, accept)
+        with m.If(en_front):
+            m.d.sync += [a_raw.eq(framer.tuples.payload), a_tuple.eq(f_tuple), a_seq.eq(seq)]
+        count_late(m, self.tuples_in, accept)
 
         # --- stage 3: predicate vector ---------------------------------------------------------
         decoded = [self.decoder or q.tracks_matches for q in design.queries]
@@ -182,17 +199,19 @@ class Top(wiring.Component):
         m.submodules.decoder = decoder = PredicateDecoder(self.tuple_layout, predicates)
         m.d.comb += decoder.tuple.eq(a_tuple)
         b_valid = Signal()
-        b_tuple = Signal(self.tuple_layout)
-        b_raw = Signal(self.tuple_width)
-        b_preds = Signal(len(decoder.preds))
-        b_seq = Signal(SEQ_WIDTH)
-        with m.If(en):
+        b_tuple = Signal(self.tuple_layout, reset_less=True)
+        b_raw = Signal(self.tuple_width, reset_less=True)
+        b_preds = Signal(len(decoder.preds), reset_less=True)
+        b_seq = Signal(SEQ_WIDTH, reset_less=True)
+        with m.If(en_front):
             m.d.sync += [b_valid.eq(a_valid), b_tuple.eq(a_tuple), b_raw.eq(a_raw), b_preds.eq(decoder.preds),
                          b_seq.eq(a_seq)]
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector, seq
         m.submodules.payload = payload = DelayLine(self.tuple_width + len(b_preds) + SEQ_WIDTH, depth)
-        m.d.comb += [payload.en.eq(en), payload.i_valid.eq(b_valid), payload.i_data.eq(Cat(b_raw, b_preds, b_seq))]
+        en_payload = en_copy("payload")
+        m.d.comb += [payload.en.eq(en_payload), payload.i_valid.eq(b_valid),
+                     payload.i_data.eq(Cat(b_raw, b_preds, b_seq))]
         t_raw = payload.o_data[:self.tuple_width]
         t_tuple = Signal(self.tuple_layout)
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
@@ -221,6 +240,7 @@ class Top(wiring.Component):
             else:
                 core = NfaCore(q.nfa, n_preds, q.skip, predicates=q.predicates, tuple_layout=self.tuple_layout)
                 m.d.comb += core.tuple.eq(t_tuple)
+            en_q = en_copy(qname)
             if q.key_fields:
                 kw = key_width(tup, q)
                 expiry = None
@@ -245,7 +265,7 @@ class Top(wiring.Component):
                         now = time
                     else:  # judged all along the chain: by the latest time the tail has taken
                         now = Signal(expiry, name=f"{qname}_now")
-                        with m.If(en & payload.o_valid):
+                        with m.If(en_q & payload.o_valid):
                             m.d.sync += now.eq(time)
                     m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
             else:
@@ -253,7 +273,7 @@ class Top(wiring.Component):
                 key = 0
             m.submodules[f"{qname}_partitioner"] = part
             m.submodules[f"{qname}_nfa"] = core
-            m.d.comb += [part.en.eq(en), part.inject.eq(b_valid), part.key.eq(key)]
+            m.d.comb += [part.en.eq(en_q), part.inject.eq(b_valid), part.key.eq(key)]
             slots.append(part.slot)
             evictions.append(part.evicted)
             m.d.comb += [core.state.eq(part.out_state), part.next_state.eq(core.next)]
@@ -269,15 +289,15 @@ class Top(wiring.Component):
             # stage 5: the record is registered, then written into the FIFO the next cycle. The
             # measures are computed after that register, from the match's registers and its tuple
             # (off the partial-match update's path)
-            record = Signal(self.record_layout, name=f"{qname}_record")
+            record = Signal(self.record_layout, name=f"{qname}_record", reset_less=True)
             record_valid = Signal(name=f"{qname}_record_valid")
-            m.d.sync += record_valid.eq(en & part.out_valid & core.match & ~drop)
-            with m.If(en):
+            m.d.sync += record_valid.eq(en_q & part.out_valid & core.match & ~drop)
+            with m.If(en_q):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
             if q.measures:
-                ends = Signal(q.register_width, name=f"{qname}_ends")
-                last = Signal(self.tuple_layout, name=f"{qname}_last")
-                with m.If(en):
+                ends = Signal(q.register_width, name=f"{qname}_ends", reset_less=True)
+                last = Signal(self.tuple_layout, name=f"{qname}_last", reset_less=True)
+                with m.If(en_q):
                     m.d.sync += [ends.eq(core.ends), last.eq(t_tuple)]
                 measures = Measures(q, self.tuple_layout)
                 m.submodules[f"{qname}_measures"] = measures
@@ -295,19 +315,18 @@ class Top(wiring.Component):
         spill = SyncFIFOBuffered(width=self.tuple_width, depth=OUTPUT_FIFO_DEPTH)
         m.submodules.spill = spill
         spill_valid = Signal()
-        spill_data = Signal(self.tuple_width)
+        spill_data = Signal(self.tuple_width, reset_less=True)
         dropping = Signal()
-        m.d.comb += dropping.eq(en & payload.o_valid & Cat(*drops).any())
+        m.d.comb += dropping.eq(en_payload & payload.o_valid & Cat(*drops).any())
         m.d.sync += spill_valid.eq(dropping)
-        with m.If(en):
+        with m.If(en_payload):
             m.d.sync += spill_data.eq(t_raw)
         m.d.comb += [
             spill.w_data.eq(spill_data), spill.w_en.eq(spill_valid),
             self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy), spill.r_en.eq(self.spill_tready),
         ]
         levels.append(spill.w_level)
-        with m.If(spill_valid):  # counted as it is written (a cycle after the decision: off its path)
-            m.d.sync += self.dropped.eq(self.dropped + 1)
+        increment(m, self.dropped, spill_valid)  # counted as it is written (a cycle after the decision)
 
         # The pipeline advances while every FIFO has room. `en` is registered twice (it fans out to
         # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank
@@ -316,11 +335,10 @@ class Top(wiring.Component):
         m.d.sync += [en_next.eq(room), en.eq(en_next)]
         m.d.comb += slot.eq(Cat(*slots).all())
         # several queries may evict in one cycle: add them all
-        m.d.sync += self.evicted.eq(self.evicted + sum(evictions[1:], evictions[0]))
+        add(m, self.evicted, sum(evictions[1:], evictions[0]))
         # a tuple at which some query dropped a partial match at --max-match-length
         if overflows:
-            with m.If(en & Cat(*overflows).any()):
-                m.d.sync += self.overflow.eq(self.overflow + 1)
+            count_late(m, self.overflow, en_payload & Cat(*overflows).any())
 
         # --- output: round-robin over the queries' FIFOs ---------------------------------------------
         n = len(outputs)
@@ -338,7 +356,7 @@ class Top(wiring.Component):
         m.d.comb += [self.m_tvalid.eq(valid), self.m_tdata.eq(data), self.m_tlast.eq(1)]
         for i, f in enumerate(outputs):
             m.d.comb += f.r_en.eq(self.m_tready & (chosen == i))
+        count_late(m, self.matches_out, self.m_tvalid & self.m_tready)
         with m.If(self.m_tvalid & self.m_tready):
-            m.d.sync += self.matches_out.eq(self.matches_out + 1)
             m.d.sync += turn.eq(Mux(chosen == n - 1, 0, chosen + 1))
         return m

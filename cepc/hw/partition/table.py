@@ -36,7 +36,9 @@ banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into colum
 4. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
    writes (block RAM did not have them when it was read) and the key's entry is found; its state,
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
-   that way; the caller's ``next_state`` is registered as the write. In the next enabled cycle
+   that way; the caller's ``next_state`` is registered as the write. Without WITHIN or
+   ``evict_after`` (nothing goes stale) the patched flags, and which write holds the key's state,
+   are computed at stage 3 and registered, the write being formed among them. In the next enabled cycle
    the write is copied into a register beside each bank (:class:`Replica`), from which block RAM
    takes it.
 
@@ -303,7 +305,21 @@ class TablePartitioner(wiring.Component):
         used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
         tagged3 = [Signal(name=f"tagged3_way{w}") for w in range(W)]
         word3 = []  # the key's bank's ways: the OR of every bank's (all zero but the key's)
+        # The key at stages 2 and 3 equals the top's tuple registers there, which synthesis would merge
+        # it with: one register fanning out across the die to the tag compares of every way of every
+        # query, and to the spill FIFO (network's critical path: a 5.2 ns route; marathon's, direct-
+        # indexed, where the bucket is the key). Each way's tag compare takes a copy of its own, and
+        # the compares with the writes ahead another (their bucket's; the key's when it is hashed).
+        def copy_of(name, value, d):
+            if not copies:
+                return value
+            copy = m.submodules[f"{Replica.PREFIX}{name}"] = Replica(len(value))
+            m.d.comb += [copy.d.eq(d), copy.en.eq(self.en)]
+            return copy.q
+        i2_ahead = copy_of("index2", i2, i1)
+        k2_ahead = copy_of("key2", k2, k1) if self.tag_width else None
         for w in range(W):
+            k3_tag = copy_of(f"key3_way{w}", k3, k2) if self.tag_width else None
             word = Const(0, ew)
             for b in range(self.banks):
                 word = word | bank_q[b][w]
@@ -311,12 +327,14 @@ class TablePartitioner(wiring.Component):
             m.d.comb += wd.eq(word)
             word3.append(wd)
             state, tag, _, _ = fields(wd)
-            m.d.comb += [used3[w].eq(state[:vw].any()), tagged3[w].eq(tag == k3 if tag is not None else 1)]
+            m.d.comb += [used3[w].eq(state[:vw].any()), tagged3[w].eq(tag == k3_tag if tag is not None else 1)]
         bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(FORWARD)]
         key3 = [Signal(name=f"key3_ahead{j}") for j in range(FORWARD)]
         with m.If(self.en):
             for j, (valid, index, key) in enumerate(ahead):
-                m.d.sync += [bucket3[j].eq(valid & (index == i2)), key3[j].eq(key == k2)]
+                # (direct-indexed, the bucket is the key: a write to it was the key's)
+                m.d.sync += [bucket3[j].eq(valid & (index == i2_ahead)),
+                             key3[j].eq(1 if k2_ahead is None else key == k2_ahead)]
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
                 v2.eq(v1), k2.eq(k1), i2.eq(i1),
@@ -339,6 +357,14 @@ class TablePartitioner(wiring.Component):
                 with m.If(ticks == self._period - 1):
                     m.d.sync += epoch.eq(epoch + 1)
 
+        stale_free = self._xw is None and self._period is None
+        # Without anything stale, each way's flags (in use, the key's) as the writes ahead but the newest
+        # leave them are decided a stage early and registered (below), from the writes' registers alone
+        # (not from block RAM's word, whose OR across the banks has that stage to itself): the lookup
+        # then patches the flags with the newest write only, not through a chain of six multiplexers.
+        older_any = [Signal(name=f"older4_way{w}") for w in range(W)]  # a write ahead but the newest touched it
+        older_used = [Signal(name=f"older4_used_way{w}") for w in range(W)]  # the newest of those: its `keep`
+        older_own = [Signal(name=f"older4_own_way{w}") for w in range(W)]  # and whether it was the key's
         entries, used, own, live = [], [], [], []
         for w in range(W):
             # the newest of the missed writes to this way, else block RAM's
@@ -349,6 +375,10 @@ class TablePartitioner(wiring.Component):
                 entry = Mux(sel, writes[j]["entry"], entry)
                 u = Mux(sel, writes[j]["keep"], u)
                 o = Mux(sel, same_key[j], o)
+            if stale_free:
+                sel = same_bucket[0] & writes[0]["ways"][w]
+                u = Mux(sel, writes[0]["keep"], Mux(older_any[w], older_used[w], used4[w]))
+                o = Mux(sel, same_key[0], Mux(older_any[w], older_own[w], tagged4[w] if self.tag_width else 1))
             e = Signal(ew, name=f"way{w}_entry")
             us = Signal(name=f"way{w}_used")
             ow = Signal(name=f"way{w}_own")
@@ -385,7 +415,6 @@ class TablePartitioner(wiring.Component):
         # the way it hits. (A key is held at most once, so a hit on a way that a missed write touched is
         # a hit on the key's own newest write; only the state's select lines depend on the ways.)
         # The wide state is thus picked by flags from registers, not patched into every way.
-        stale_free = self._xw is None and self._period is None
         words = [fields(writes[j]["entry"])[0] for j in range(FORWARD)] + [fields(word4[w])[0] for w in range(W)]
         state_out = Signal(sw)
         if stale_free:
@@ -435,12 +464,24 @@ class TablePartitioner(wiring.Component):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
         if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 4
             ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
-            mine3 = [bucket3[j] & key3[j] & ways3[j].any() for j in range(FORWARD)]
+            writes3 = [hit | free] + [wr["ways"].any() for wr in writes[:-1]]  # (target: a hit's or a free one)
+            mine3 = [bucket3[j] & key3[j] & writes3[j] for j in range(FORWARD)]
             # a way a write ahead touched is the key's own write (then picked instead) or not the key's
             touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(FORWARD))).any() for w in range(W)]
             m.d.comb += picks_next.eq(Cat(*first(mine3)))
             with m.If(self.en):  # (the bank's flags are registered as they are: the tag compare is long)
                 m.d.sync += touched.eq(Cat(*touched3))
+            # and, for each way, the newest of the writes ahead but the one being formed that touched it
+            # (those are registers now), with its flags: the lookup patches with the newest (then w0)
+            for w in range(W):
+                sels = [bucket3[j] & ways3[j][w] for j in range(1, FORWARD)]
+                newest = first(sels)
+                with m.If(self.en):
+                    m.d.sync += [
+                        older_any[w].eq(Cat(*sels).any()),
+                        older_used[w].eq(Cat(*(n & writes[j]["keep"] for n, j in zip(newest, range(FORWARD - 1)))).any()),
+                        older_own[w].eq(Cat(*(n & key3[j + 1] for n, j in zip(newest, range(FORWARD - 1)))).any()),
+                    ]
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter)
         m.d.sync += self.evicted.eq(writing & Cat(*(target[w] & used[w] & ~live[w] for w in range(W))).any())
