@@ -279,8 +279,13 @@ class HostLink(wiring.Component):
         o_data = Signal(9, reset_less=True)
         issue = Signal()
         drain_last = Signal()
+        # whether committed bytes wait, registered (the compare and the pointer's carry chain would
+        # otherwise be one path): a cycle late, which is safe, as `commit` only moves on and, after a
+        # byte is issued, `inflight` holds the next issue back until `pending` has caught up
+        pending = Signal()
+        m.d.sync += pending.eq(rptr != commit)
         m.d.comb += [
-            issue.eq((rptr != commit) & ~o_valid & ~inflight.any()),
+            issue.eq(pending & ~o_valid & ~inflight.any()),
             r_addr.eq(rptr[:k]),
             top.s_tdata.eq(o_data[:8]), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(o_data[8]),
             drain_last.eq(o_valid & top.s_tready & o_data[8]),
