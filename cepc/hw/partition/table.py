@@ -37,8 +37,9 @@ banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into colum
    writes (block RAM did not have them when it was read) and the key's entry is found; its state,
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
    that way; the caller's ``next_state`` is registered as the write. Without WITHIN or
-   ``evict_after`` (nothing goes stale) the patched flags, and which write holds the key's state,
-   are computed at stage 3 and registered, the write being formed among them. In the next enabled cycle
+   ``evict_after`` (nothing goes stale) which write holds the key's state, and each way's flags as
+   the writes ahead but the newest leave them, are decided at stage 3 and registered; the lookup
+   patches the flags with the newest write (w0) alone. In the next enabled cycle
    the write is copied into a register beside each bank (:class:`Replica`), from which block RAM
    takes it.
 
@@ -365,20 +366,20 @@ class TablePartitioner(wiring.Component):
         older_any = [Signal(name=f"older4_way{w}") for w in range(W)]  # a write ahead but the newest touched it
         older_used = [Signal(name=f"older4_used_way{w}") for w in range(W)]  # the newest of those: its `keep`
         older_own = [Signal(name=f"older4_own_way{w}") for w in range(W)]  # and whether it was the key's
-        entries, used, own, live = [], [], [], []
+        used, own, live = [], [], []
         for w in range(W):
-            # the newest of the missed writes to this way, else block RAM's
             entry, u = word4[w], used4[w]
             o = tagged4[w] if self.tag_width else Const(1)
-            for j in reversed(range(FORWARD)):
-                sel = same_bucket[j] & writes[j]["ways"][w]
-                entry = Mux(sel, writes[j]["entry"], entry)
-                u = Mux(sel, writes[j]["keep"], u)
-                o = Mux(sel, same_key[j], o)
-            if stale_free:
+            if stale_free:  # the newest write, else the older ones (decided at stage 3), else block RAM's
                 sel = same_bucket[0] & writes[0]["ways"][w]
-                u = Mux(sel, writes[0]["keep"], Mux(older_any[w], older_used[w], used4[w]))
-                o = Mux(sel, same_key[0], Mux(older_any[w], older_own[w], tagged4[w] if self.tag_width else 1))
+                u = Mux(sel, writes[0]["keep"], Mux(older_any[w], older_used[w], u))
+                o = Mux(sel, same_key[0], Mux(older_any[w], older_own[w], o))
+            else:  # the newest of the missed writes to this way (its expiry or stamp too), else block RAM's
+                for j in reversed(range(FORWARD)):
+                    sel = same_bucket[j] & writes[j]["ways"][w]
+                    entry = Mux(sel, writes[j]["entry"], entry)
+                    u = Mux(sel, writes[j]["keep"], u)
+                    o = Mux(sel, same_key[j], o)
             e = Signal(ew, name=f"way{w}_entry")
             us = Signal(name=f"way{w}_used")
             ow = Signal(name=f"way{w}_own")
@@ -390,7 +391,6 @@ class TablePartitioner(wiring.Component):
             if stamp is not None:
                 stale = stale | (epoch - stamp)[STAMP_BITS - 1]  # older than half the epoch range
             m.d.comb += [e.eq(entry), us.eq(u), ow.eq(us & o), lv.eq(us & ~stale)]
-            entries.append(e)
             used.append(us)
             own.append(ow)
             live.append(lv)
