@@ -57,6 +57,11 @@ def test_timing_error_names_the_clock_the_numbers_and_the_path():
                           "critical path ")
     assert " logic levels (" in msg and msg.endswith("lower --freq (the bitstream was not written; "
                                                      "--allow-timing-fail writes it anyway)")
+    # with --allow-timing-fail the bitstream is written, and the error says so (it once said it was not)
+    with pytest.raises(TimingError) as e:
+        flow.check_timing(flow.SynthResult(r, {}, Path("build/cepc_board.bin")))
+    assert str(e.value).endswith("lower --freq (the bitstream was written anyway, as --allow-timing-fail asks: "
+                                 "build/cepc_board.bin)")
 
 
 def test_does_not_fit_is_read_from_the_log():

@@ -335,7 +335,10 @@ def check_timing(result: SynthResult) -> None:
            f"the target is {c.target_mhz:.1f} MHz ({c.achieved_mhz / c.target_mhz - 1:+.0%})")
     if path:
         msg += f"; critical path {path.summary()}"
-    msg += "; lower --freq (the bitstream was not written; --allow-timing-fail writes it anyway)"
+    if result.bitstream:  # --allow-timing-fail
+        msg += f"; lower --freq (the bitstream was written anyway, as --allow-timing-fail asks: {result.bitstream})"
+    else:
+        msg += "; lower --freq (the bitstream was not written; --allow-timing-fail writes it anyway)"
     raise TimingError(msg)
 
 
