@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 from ..plan import DesignPlan, QueryPlan
 from .devices import DEFAULT_DEVICE, DEVICES, Device  # noqa: F401 - re-exported
-from .layouts import SEQ_WIDTH, key_width, record_layout
+from .layouts import key_width, record_layout
 from .partition.table import DEFAULT_WAYS, STAMP_BITS, columns
+from .top import OUTPUT_FIFO_DEPTH as FIFO_DEPTH
+from .top import payload_width as payload_bits
 
 BUDGET = 0.5  # share of the device's block RAM the partition tables may take
-FIFO_DEPTH = 16  # the top's output FIFOs (cepc.hw.top.OUTPUT_FIFO_DEPTH, checked by a test)
 MIN_TABLE = 64  # below this many entries the pipeline partitioner serves as well
 PIPELINE_DEFAULT = 16  # the pipeline partitioner's default length
 REGISTER_DELAY = 4  # a delay line this short is registers (cepc.hw.delay.DelayLine), longer is memory
@@ -60,12 +61,6 @@ def reserved_blocks(design: DesignPlan, device: Device, buffer_bytes: int = 0) -
         fifos = len(design.queries) * device.blocks_for(FIFO_DEPTH, record) + \
             device.blocks_for(FIFO_DEPTH, design.tuple.nbytes * 8)
     return Reserved(fifos, device.blocks_for(buffer_bytes, 8) if buffer_bytes else 0)
-
-
-def payload_bits(design: DesignPlan) -> int:
-    """The width of the delay line carrying each tuple beside its key (cepc.hw.top): the raw tuple, the
-    predicate vector (all queries', with the shared decoder) and the seq."""
-    return design.tuple.nbytes * 8 + max(1, sum(len(q.predicates) for q in design.queries)) + SEQ_WIDTH
 
 
 def pipeline_length(design: DesignPlan, device: Device, reserved: Reserved) -> int:

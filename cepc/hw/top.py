@@ -99,6 +99,13 @@ def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "p
     return partitions if partitioner == "pipeline" else TABLE_DEPTH
 
 
+def payload_width(design: DesignPlan, decoder: bool = True) -> int:
+    """The width of the delay line carrying each tuple beside its key: the raw tuple (whole bytes),
+    the predicate vector of the shared decoder (the queries it serves) and the seq."""
+    preds = sum(len(q.predicates) for q in design.queries if decoder or q.tracks_matches)
+    return design.tuple.nbytes * 8 + max(1, preds) + SEQ_WIDTH
+
+
 def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline") -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
@@ -208,7 +215,8 @@ class Top(wiring.Component):
                          b_seq.eq(a_seq)]
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector, seq
-        m.submodules.payload = payload = DelayLine(self.tuple_width + len(b_preds) + SEQ_WIDTH, depth)
+        m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth)
+        assert len(payload.i_data) == self.tuple_width + len(b_preds) + SEQ_WIDTH
         en_payload = en_copy("payload")
         m.d.comb += [payload.en.eq(en_payload), payload.i_valid.eq(b_valid),
                      payload.i_data.eq(Cat(b_raw, b_preds, b_seq))]
