@@ -339,7 +339,10 @@ class HostLink(wiring.Component):
         ob_valid = Signal()
         ob_end = Signal()  # a raw END, not escaped, not in the CRC
         take = Signal()  # the escaper takes `ob` this cycle
-        load = Signal()  # the FSM may load `ob` this cycle
+        ob_crc = Signal()  # a byte the CRC takes (not an END, not the CRC's own bytes)
+        load = Signal()  # the FSM may load `ob` this cycle: when it is empty (a flip-flop; also in the
+        # cycle the escaper takes it would put the UART's ready into every transition's logic, and a
+        # byte is ten bit times on the wire, so the cycle this costs is never waited for)
         escaping = Signal()
         escaped = Signal(8, reset_less=True)
         special = Signal()
@@ -349,19 +352,20 @@ class HostLink(wiring.Component):
             utx.bytes.valid.eq(escaping | ob_valid),
             utx.bytes.payload.eq(Mux(escaping, escaped, Mux(ob_end, P.END, Mux(special, P.ESC, ob)))),
             take.eq(~escaping & ob_valid & utx.bytes.ready),
-            load.eq(~ob_valid | take),
+            load.eq(~ob_valid),
         ]
         with m.If(utx.bytes.ready & escaping):
             m.d.sync += escaping.eq(0)
         with m.If(take):
             m.d.sync += ob_valid.eq(0)
-            with m.If(~ob_end):
+            with m.If(ob_crc):
                 m.d.sync += tx_crc.eq(crc16_byte(tx_crc, ob))
+            with m.If(~ob_end):
                 with m.If(special):
                     m.d.sync += [escaping.eq(1), escaped.eq(Mux(ob == P.END, P.ESC_END, P.ESC_ESC))]
 
-        def emit(value, end=False):
-            m.d.sync += [ob.eq(value), ob_valid.eq(1), ob_end.eq(end)]
+        def emit(value, end=False, crc=True):
+            m.d.sync += [ob.eq(value), ob_valid.eq(1), ob_end.eq(end), ob_crc.eq(crc and not end)]
 
         pay = Signal(48, reset_less=True)  # the status word or ACK being sent, low byte first
         units = Signal(range(max(P.MAX_RECORDS_PER_FRAME, len(words)) + 1))  # units started
@@ -481,11 +485,11 @@ class HostLink(wiring.Component):
                             m.next = "payload"
             with m.State("crc_hi"):
                 with m.If(~ob_valid & ~escaping):  # the last data byte is in the CRC
-                    emit(tx_crc[8:])
+                    emit(tx_crc[8:], crc=False)
                     m.next = "crc_lo"
             with m.State("crc_lo"):
                 with m.If(load):
-                    emit(tx_crc[:8])
+                    emit(tx_crc[:8], crc=False)
                     m.next = "end"
             with m.State("end"):
                 with m.If(load):
