@@ -406,14 +406,10 @@ class HostLink(wiring.Component):
         m.d.sync += [record_byte.eq(select(record_sel, records.o_data, self.record_bytes)),
                      spill_byte.eq(select(spill_sel, spills.o_data, self.tuple_bytes))]
 
-        # A frame starts in two steps: `idle` picks its kind (and takes what an ACK says), `start` loads
-        # the frame's registers from that kind, so the pick's priorities and the loads' enables are not
-        # one path. (A cycle more per frame, against ten bit times a byte.)
-        ack_word = Signal(17, reset_less=True)
-
-        def start(frame_kind):
-            m.d.sync += kind.eq(frame_kind)
-            m.next = "start"
+        def start(frame_kind, first=0):
+            m.d.sync += [kind.eq(frame_kind), pay.eq(first), pay_left.eq(P.ACK_BYTES if frame_kind == P.ACK else 6),
+                         units.eq(1), tx_crc.eq(0xFFFF), record_sel.eq(1), spill_sel.eq(1)]
+            m.next = "begin"
 
         with m.FSM(name="tx"):
             with m.State("idle"):
@@ -421,23 +417,14 @@ class HostLink(wiring.Component):
                 with m.If(~ob_valid & ~reset_pending):
                     with m.If(status_pending):
                         m.d.sync += status_pending.eq(0)
-                        start(P.STATUS)
+                        start(P.STATUS, words[0])
                     with m.Elif(ack_pending):
                         m.d.sync += [ack_pending.eq(0), nak_pending.eq(0)]
-                        m.d.sync += ack_word.eq(Cat(expect, drained, nak_pending))
-                        start(P.ACK)
+                        start(P.ACK, Cat(expect, drained, nak_pending))
                     with m.Elif(records.o_valid):
                         start(P.MATCHES)
                     with m.Elif(spills.o_valid):
                         start(P.SPILL)
-            with m.State("start"):
-                m.d.sync += [pay_left.eq(6), units.eq(1), tx_crc.eq(0xFFFF), record_sel.eq(1), spill_sel.eq(1)]
-                with m.Switch(kind):
-                    with m.Case(P.STATUS):
-                        m.d.sync += pay.eq(words[0])
-                    with m.Case(P.ACK):
-                        m.d.sync += [pay.eq(ack_word), pay_left.eq(P.ACK_BYTES)]
-                m.next = "begin"
             with m.State("begin"):  # an END first: whatever came before (a frame cut by a RESET) ends
                 with m.If(load):
                     emit(0, end=True)
