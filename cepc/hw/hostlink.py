@@ -340,9 +340,9 @@ class HostLink(wiring.Component):
         ob_end = Signal()  # a raw END, not escaped, not in the CRC
         take = Signal()  # the escaper takes `ob` this cycle
         ob_crc = Signal()  # a byte the CRC takes (not an END, not the CRC's own bytes)
-        load = Signal()  # the FSM may load `ob` this cycle: when it is empty (a flip-flop; also in the
-        # cycle the escaper takes it would put the UART's ready into every transition's logic, and a
-        # byte is ten bit times on the wire, so the cycle this costs is never waited for)
+        load = Signal()  # the FSM may load `ob` this cycle: when it is empty, a flip-flop (loading it also
+        # in the cycle the escaper takes it would put the UART's ready into every transition's logic;
+        # a byte is ten bit times on the wire, so the cycle this costs is never waited for)
         escaping = Signal()
         escaped = Signal(8, reset_less=True)
         special = Signal()
