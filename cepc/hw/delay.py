@@ -6,6 +6,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
+REGISTER_STAGES = 4  # a delay line this short is registers; a longer one is a ring in memory
+
 
 class DelayLine(wiring.Component):
     """``o_data``/``o_valid`` are ``i_data``/``i_valid`` of exactly ``depth`` enabled cycles before.
@@ -33,7 +35,7 @@ class DelayLine(wiring.Component):
             for i in range(n - 1):
                 m.d.sync += valid[i + 1].eq(valid[i])
         m.d.comb += self.o_valid.eq(valid[-1])
-        if n <= 4:
+        if n <= REGISTER_STAGES:
             stages = [Signal(self._width, name=f"d{i}", reset_less=True) for i in range(n)]  # (valid: v*)
             with m.If(self.en):
                 m.d.sync += stages[0].eq(self.i_data)

@@ -27,10 +27,9 @@ from .top import payload_width as payload_bits
 BUDGET = 0.5  # share of the device's block RAM the partition tables may take
 MIN_TABLE = 64  # below this many entries the pipeline partitioner serves as well
 PIPELINE_DEFAULT = 16  # the pipeline partitioner's default length
-REGISTER_DELAY = 4  # a delay line this short is registers (cepc.hw.delay.DelayLine), longer is memory
-# the pipeline's length when its delay line cannot be memory: registers then, a payload's worth of
-# flip-flops per stage (network on the UP5K, 204 bits a stage, fits with 2 and not with 4: 103 % of
-# its logic cells)
+# the pipeline's length when its delay line cannot be memory: registers then (at most
+# cepc.hw.delay.REGISTER_STAGES), a payload's worth of flip-flops per stage (network on the UP5K,
+# 204 bits a stage, fits with 2 and not with 4: 103 % of its logic cells)
 REGISTER_PIPELINE = 2
 
 
@@ -63,12 +62,17 @@ def reserved_blocks(design: DesignPlan, device: Device, buffer_bytes: int = 0) -
     return Reserved(fifos, device.blocks_for(buffer_bytes, 8) if buffer_bytes else 0)
 
 
+def ring_blocks(design: DesignPlan, device: Device) -> int:
+    """Block RAM the default pipeline's delay line takes: a ring of ``length - 1`` payloads, in block
+    RAM only where the device has no LUT RAM."""
+    return 0 if device.lut_ram else device.blocks_for(PIPELINE_DEFAULT - 1, payload_bits(design))
+
+
 def pipeline_length(design: DesignPlan, device: Device, reserved: Reserved) -> int:
     """The pipeline partitioner's length where its delay line fits beside ``reserved``: the default,
-    unless its ring of ``length - 1`` words would take block RAM (no LUT RAM) the device has not got;
-    then a short line of registers (REGISTER_PIPELINE)."""
-    left = device.blocks - reserved.blocks
-    if device.lut_ram or device.blocks_for(PIPELINE_DEFAULT - 1, payload_bits(design)) <= left:
+    unless its ring would take block RAM the device has not got; then a short line of registers
+    (REGISTER_PIPELINE)."""
+    if ring_blocks(design, device) <= device.blocks - reserved.blocks:
         return PIPELINE_DEFAULT
     return REGISTER_PIPELINE
 
@@ -119,8 +123,9 @@ def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partit
     if partitioner == "pipeline":
         return Choice("pipeline", partitions or PIPELINE_DEFAULT, (), "as asked")
     reserved = reserved or reserved_blocks(design, device)
-    budget = min(int(device.blocks * BUDGET), device.blocks - reserved.blocks)
-    share = (f"half of {device.name}'s {device.block}s" if budget == int(device.blocks * BUDGET) else
+    half = int(device.blocks * BUDGET)
+    budget = min(half, device.blocks - reserved.blocks)
+    share = (f"half of {device.name}'s {device.block}s" if budget == half else
              f"the {budget} of {device.name}'s {device.blocks} {device.block}s the output FIFOs"
              f"{' and the host link' if reserved.buffer else ''} leave")
     if partitions is not None:
@@ -141,7 +146,7 @@ def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partit
         return Choice("table", MIN_TABLE, tables, f"does not fit {share}")
     length = pipeline_length(design, device, reserved)
     why = "" if length == PIPELINE_DEFAULT else (
-        f"; its delay line in registers: a longer one would take {device.blocks_for(PIPELINE_DEFAULT - 1, payload_bits(design))} "
+        f"; its delay line in registers: a longer one would take {ring_blocks(design, device)} "
         f"{device.block}s of {payload_bits(design)}-bit payloads")
     return Choice("pipeline", length, (), f"not even a {MIN_TABLE}-entry table fits {share}{why}")
 
