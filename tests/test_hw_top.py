@@ -134,6 +134,27 @@ def test_full_partitioner_drops_and_spills_every_unplaced_tuple():
     assert all(any(s == {k: r[k] for k in s} for r in rows) for s in spilled)
 
 
+@pytest.mark.parametrize("partitioner", ["pipeline", "table"])
+def test_a_spilled_tuple_gives_no_record_and_spills_once(partitioner):
+    # AFTER MATCH CONTINUE: each key's "a" both matches (P0) and leaves a partial match (P3*) to
+    # keep, so a key with no room has its "a" spilled, and its record goes with it; its "d" later
+    # starts nothing and is neither kept nor spilled. Stalls must not spill a tuple twice.
+    text = pt.schema() + "PARTITION BY k AFTER MATCH CONTINUE PATTERN (P0 P3*) DEFINE " + pt.defines() + ";"
+    design = lower(check(parse(text)))
+    n = 40
+    frame = keyed_frame("a" * n + "d" * n, list(range(n)) * 2)
+    data = b"".join(design.tuple.to_bytes(r) for r in frame.to_dict("records"))
+    result = hwsim.simulate(design, [hwsim.beats(data, 32)], bus_width=32, partitions=2, partitioner=partitioner,
+                            backpressure=0.9)
+    spilled = [design.tuple.unpack(w) for w in result.spilled]
+    spilled_keys = [s["k"] for s in spilled]
+    assert all(s["c"] == "a" for s in spilled)
+    assert len(set(spilled_keys)) == len(spilled_keys) == result.counters["dropped"] > 0
+    placed = sorted(set(range(n)) - set(spilled_keys))
+    assert placed
+    assert sorted(r["seq"] for r in result.records) == placed + [n + k for k in placed]
+
+
 def test_malformed_packets_are_counted_and_framing_resyncs():
     c, frame = marathon()
     design = lower(c)

@@ -13,11 +13,12 @@ Ports (SPEC §4; AXI-Stream naming):
 Pipeline (one stage per line, all advancing together while ``en`` is high):
 
 1. framer output accepted (every cycle, or every other one with the pipeline partitioner);
-2. tuple register, ``seq`` assigned;
-3. predicate vector register (decoder output), key injected into each query's partitioner;
+2. tuple register;
+3. predicate vector register (decoder output), ``seq`` assigned, key injected into each query's partitioner;
 4. … ``depth`` cycles in the partitioner, payload in a delay line beside it …
-5. NFA core on the tail element; the record is registered;
-6. … and written into the query's output FIFO.
+5. NFA core on the tail element; the record is registered, with the parts of the decision
+   to write it (and to spill the tuple);
+6. … and written into the query's output FIFO (or the tuple into the spill FIFO).
 
 ``en`` (a register) drops when any output FIFO is nearly full, which freezes
 the whole pipeline: backpressure on ``m_tready`` or ``spill_tready`` never
@@ -184,20 +185,17 @@ class Top(wiring.Component):
 
         en_front = en_copy("front")  # the data registers of stages 2 and 3; `en` keeps the handshake
 
-        # --- stage 2: tuple register and seq ----------------------------------------------
+        # --- stage 2: tuple register -------------------------------------------------------
         a_valid = Signal()
         # (the data registers have no reset, only their valid flags: a reset reaches few flip-flops)
         a_tuple = Signal(self.tuple_layout, reset_less=True)
         a_raw = Signal(self.tuple_width, reset_less=True)
-        a_seq = Signal(SEQ_WIDTH, reset_less=True)
-        seq = Signal(SEQ_WIDTH)
         f_tuple = Signal(self.tuple_layout)  # the framer's tuple (a register): the key two stages ahead
         m.d.comb += f_tuple.eq(framer.tuples.payload[:self.tuple_layout.size])
         with m.If(en):
             m.d.sync += a_valid.eq(accept)
-            increment(m, seq, accept)
         with m.If(en_front):
-            m.d.sync += [a_raw.eq(framer.tuples.payload), a_tuple.eq(f_tuple), a_seq.eq(seq)]
+            m.d.sync += [a_raw.eq(framer.tuples.payload), a_tuple.eq(f_tuple)]
         count_late(m, self.tuples_in, accept)
 
         # --- stage 3: predicate vector ---------------------------------------------------------
@@ -211,8 +209,17 @@ class Top(wiring.Component):
         b_preds = Signal(len(decoder.preds), reset_less=True)
         b_seq = Signal(SEQ_WIDTH, reset_less=True)
         with m.If(en_front):
-            m.d.sync += [b_valid.eq(a_valid), b_tuple.eq(a_tuple), b_raw.eq(a_raw), b_preds.eq(decoder.preds),
-                         b_seq.eq(a_seq)]
+            m.d.sync += [b_valid.eq(a_valid), b_tuple.eq(a_tuple), b_raw.eq(a_raw), b_preds.eq(decoder.preds)]
+        # seq: the tuples that moved on from stage 2 before this one (the same count as those accepted
+        # before it). It counts a tuple leaving stage 2, two flip-flops, not one the framer hands over:
+        # `accept` joins the framer's valid, `en` and the partitioners' `slot` from across the die, and
+        # would fan out to the counter's 48 enables
+        seq = Signal(SEQ_WIDTH)
+        advance = Signal()
+        m.d.comb += advance.eq(en_front & a_valid)
+        increment(m, seq, advance)
+        with m.If(en_front):
+            m.d.sync += b_seq.eq(seq)
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector, seq
         m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth)
@@ -288,18 +295,27 @@ class Top(wiring.Component):
             if uses_decoder:
                 m.d.comb += core.preds.eq(t_preds[pred_base:pred_base + max(n_preds, 1)] if n_preds else 0)
                 pred_base += n_preds
-            drop = Signal(name=f"{qname}_drop")
-            m.d.comb += drop.eq(part.out_valid & ~part.out_hit & ~part.out_free & core.next[:n_states].any())
-            drops.append(drop)
             if q.tracks_matches:
                 overflows.append(part.out_valid & core.overflow)
 
             # stage 5: the record is registered, then written into the FIFO the next cycle. The
             # measures are computed after that register, from the match's registers and its tuple
-            # (off the partial-match update's path)
+            # (off the partial-match update's path).
+            # The decision to write it is registered in parts, each from its own side: the tuple
+            # (`live`), the partitioner's lookup (`homeless`: no entry and none free), the NFA core
+            # (`active`: a partial match to keep; `matched`). They are joined after the registers:
+            # joined before, the lookup's ways, the core and the FIFO's write enable were one path.
+            # A tuple whose partial match has no place is dropped (spilled), and its record with it.
+            live = Signal(name=f"{qname}_live")
+            homeless = Signal(name=f"{qname}_homeless")
+            active = Signal(name=f"{qname}_active")
+            matched = Signal(name=f"{qname}_matched")
+            m.d.sync += [live.eq(en_q & part.out_valid), homeless.eq(~part.out_hit & ~part.out_free),
+                         active.eq(core.next[:n_states].any()), matched.eq(core.match)]
+            drops.append(homeless & active)
             record = Signal(self.record_layout, name=f"{qname}_record", reset_less=True)
             record_valid = Signal(name=f"{qname}_record_valid")
-            m.d.sync += record_valid.eq(en_q & part.out_valid & core.match & ~drop)
+            m.d.comb += record_valid.eq(live & matched & ~(homeless & active))
             with m.If(en_q):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
             if q.measures:
@@ -324,9 +340,9 @@ class Top(wiring.Component):
         m.submodules.spill = spill
         spill_valid = Signal()
         spill_data = Signal(self.tuple_width, reset_less=True)
-        dropping = Signal()
-        m.d.comb += dropping.eq(en_payload & payload.o_valid & Cat(*drops).any())
-        m.d.sync += spill_valid.eq(dropping)
+        spilling = Signal()  # a tuple left the partitioners last cycle (its drop decision's parts are registered)
+        m.d.sync += spilling.eq(en_payload & payload.o_valid)
+        m.d.comb += spill_valid.eq(spilling & Cat(*drops).any())
         with m.If(en_payload):
             m.d.sync += spill_data.eq(t_raw)
         m.d.comb += [
