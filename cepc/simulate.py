@@ -413,15 +413,17 @@ class LinkSimulation:
 
     ``with LinkSimulation(checked) as port:`` builds the design (cached like
     :func:`simulate`), starts the simulation in a thread and yields the pty's
-    path, which ``cepc run --port`` opens as a serial port. The clock is
-    100 MHz and the UART runs at ``100 MHz / divisor``. ``counts`` holds the
-    bytes the bench moved each way once the block has ended.
+    path, which ``cepc run --port`` opens as a serial port. The design's clock
+    is 100 MHz, the link's 50 MHz (two domains, as on a board), and the UART
+    runs at ``50 MHz / divisor``. ``counts`` holds the bytes the bench moved
+    each way once the block has ended.
     """
 
     CLOCK_HZ = 100_000_000
+    LINK_HZ = 50_000_000
     TOP = "cepc_link"
 
-    def __init__(self, checked: Checked, *, partitions: int = 8, divisor: int = 8, buffer_bytes: int = 512,
+    def __init__(self, checked: Checked, *, partitions: int = 8, divisor: int = 4, buffer_bytes: int = 512,
                  buffer_frames: int = 4, corrupt_in_every: int = 0, corrupt_out_every: int = 0,
                  build_root: Path | None = None, max_seconds: float = 600):
         self.checked = checked
@@ -451,7 +453,7 @@ class LinkSimulation:
         source = work / f"{self.TOP}.v"
         if not source.exists():
             ld = link_design(lower(self.checked), partitions=self.partitions, clock_hz=self.CLOCK_HZ,
-                             baud=self.CLOCK_HZ // self.divisor, buffer_bytes=self.buffer_bytes,
+                             link_hz=self.LINK_HZ, baud=self.LINK_HZ // self.divisor, buffer_bytes=self.buffer_bytes,
                              buffer_frames=self.buffer_frames)
             source.write_text(_flat_verilog(ld.link, self.TOP))
         _verilator_env()
@@ -474,7 +476,8 @@ class LinkSimulation:
         files = {k: work / f"{k}.txt" for k in ("pty", "stop", "done")}
         for f in files.values():
             f.unlink(missing_ok=True)
-        config = {"divisor": self.divisor, "pty_file": str(files["pty"]), "stop_file": str(files["stop"]),
+        config = {"divisor": self.divisor, "clock_ns": 1e9 / self.CLOCK_HZ, "link_ns": 1e9 / self.LINK_HZ,
+                  "pty_file": str(files["pty"]), "stop_file": str(files["stop"]),
                   "done_file": str(files["done"]), "corrupt_in_every": self.corrupt[0],
                   "corrupt_out_every": self.corrupt[1], "max_seconds": self.max_seconds}
         (work / "link.json").write_text(json.dumps(config))

@@ -2,7 +2,8 @@
 
 The bench plays the board's USB-UART: it opens a pty pair, writes the slave's
 path to ``pty_file``, and bridges the master side to the design's ``rx`` and
-``tx`` pins, bit by bit at ``divisor`` clock cycles per bit (8N1). The real
+``tx`` pins, bit by bit at ``divisor`` link clock cycles per bit (8N1). The design's
+clock (``clk``, ``clock_ns``) and the link's (``link_clk``, ``link_ns``) run apart, as on a board. The real
 host tool (``cepc run --port /dev/pts/N``) opens the slave as a serial port.
 It stops when ``stop_file`` appears (or after ``max_seconds`` of wall time).
 
@@ -40,23 +41,26 @@ async def uart_bridge(dut):
     corrupt_out = config.get("corrupt_out_every", 0)
     counts = {"in": 0, "out": 0}
 
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    cocotb.start_soon(Clock(dut.clk, config.get("clock_ns", 10), unit="ns").start())
+    cocotb.start_soon(Clock(dut.link_clk, config.get("link_ns", 10), unit="ns").start())
     dut.rx.value = 1
     dut.rst.value = 1
-    await ClockCycles(dut.clk, 4)
+    dut.link_rst.value = 1
+    await ClockCycles(dut.link_clk, 4)
     dut.rst.value = 0
+    dut.link_rst.value = 0
 
     async def board_to_host():
         while True:
             await FallingEdge(dut.tx)
-            await ClockCycles(dut.clk, div // 2)  # the middle of the start bit
+            await ClockCycles(dut.link_clk, div // 2)  # the middle of the start bit
             if int(dut.tx.value):
                 continue  # a glitch
             byte = 0
             for i in range(8):
-                await ClockCycles(dut.clk, div)
+                await ClockCycles(dut.link_clk, div)
                 byte |= int(dut.tx.value) << i
-            await ClockCycles(dut.clk, div)  # the stop bit
+            await ClockCycles(dut.link_clk, div)  # the stop bit
             counts["out"] += 1
             if corrupt_out and counts["out"] % corrupt_out == 0:
                 byte ^= 0x10
@@ -73,7 +77,7 @@ async def uart_bridge(dut):
         if not pending:
             if stop_file.exists() or time.monotonic() > deadline:
                 break
-            await ClockCycles(dut.clk, div * 10)
+            await ClockCycles(dut.link_clk, div * 10)
             continue
         byte = pending.popleft()
         counts["in"] += 1
@@ -81,7 +85,7 @@ async def uart_bridge(dut):
             byte ^= 0x08
         for bit in [0, *((byte >> i) & 1 for i in range(8)), 1]:
             dut.rx.value = bit
-            await ClockCycles(dut.clk, div)
+            await ClockCycles(dut.link_clk, div)
     os.close(master)
     os.close(slave)
     Path(config["done_file"]).write_text(json.dumps(counts))

@@ -1,4 +1,7 @@
-"""The board top: clock (PLL), reset, UART pins and LEDs around a :class:`~cepc.hw.hostlink.HostLink`.
+"""The board top: clocks (PLL), reset, UART pins and LEDs around a :class:`~cepc.hw.hostlink.HostLink`.
+
+Two clock domains: ``sync``, the design's, the PLL's output at the target frequency; ``link``, the
+host link's, slower (``pll.link_hz``: a second PLL output on ECP5, the oscillator on iCE40).
 
 The board (a platform of ``boards/``) names its oscillator (``default_clk``),
 its host UART (``cepc_uart``) and the LEDs to show life on (``cepc_leds``:
@@ -20,7 +23,8 @@ POWER_ON_RESET_S = 20e-6
 
 class BoardTop(Elaboratable):
     """``link`` on a board, clocked by ``pll`` (an :class:`Ecp5Pll` or :class:`Ice40Pll`) from
-    the board's oscillator. Reset is held until the PLL locks and for 20 µs after."""
+    the board's oscillator. Reset is held until the PLL locks and for 20 µs after (counted in the
+    link's domain; the link resets the design)."""
 
     def __init__(self, link: HostLink, pll: Ecp5Pll | Ice40Pll):
         self.link = link
@@ -29,29 +33,32 @@ class BoardTop(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         clk_port = platform.request(platform.default_clk, dir="-")
-        clk = Signal()
+        clk = Signal(name="clk")
+        link_clk = Signal(name="link_clk")
         locked = Signal()
-        if isinstance(self.pll, Ice40Pll):
-            m.submodules.pll = self.pll.instance(clk_port.io, clk, locked)  # the PLL sits on the pad
+        if isinstance(self.pll, Ice40Pll):  # the PLL sits on the pad
+            m.submodules.pll = self.pll.instance(clk_port.io, clk, locked, link_out=link_clk)
         else:
             m.submodules.clk_buf = clk_buf = io.Buffer("i", clk_port)
-            m.submodules.pll = self.pll.instance(clk_buf.i, clk, locked)
+            m.submodules.pll = self.pll.instance(clk_buf.i, clk, locked, link_out=link_clk)
         platform.add_clock_constraint(clk, self.pll.output_hz)
+        platform.add_clock_constraint(link_clk, self.pll.link_hz)
 
-        # The domain has no reset: the host link resets everything it holds from one register
-        # (see HostLink), held here until the PLL locks and for 20 µs after.
+        # The domains have no reset: the host link resets everything it holds from registers (see
+        # HostLink), its `reset` held here until the PLL locks and for 20 µs after.
         m.domains.sync = sync = ClockDomain("sync", reset_less=True)
-        m.d.comb += sync.clk.eq(clk)
-        hold = max(2, int(POWER_ON_RESET_S * self.pll.output_hz))
+        m.domains.link = link_cd = ClockDomain("link", reset_less=True)
+        m.d.comb += [sync.clk.eq(clk), link_cd.clk.eq(link_clk)]
+        hold = max(2, int(POWER_ON_RESET_S * self.pll.link_hz))
         locked_sync = Signal()
-        m.submodules.lock_sync = FFSynchronizer(locked, locked_sync, init=0)
+        m.submodules.lock_sync = FFSynchronizer(locked, locked_sync, init=0, o_domain="link")
         por = Signal(range(hold + 1))
         with m.If(~locked_sync):
-            m.d.sync += por.eq(0)
+            m.d.link += por.eq(0)
         with m.Elif(por != hold):
-            m.d.sync += por.eq(por + 1)
+            m.d.link += por.eq(por + 1)
         power_on = Signal(init=1)
-        m.d.sync += power_on.eq(por != hold)
+        m.d.link += power_on.eq(por != hold)
 
         m.submodules.link = link = self.link
         uart_name, uart_number = platform.cepc_uart
@@ -68,13 +75,13 @@ class BoardTop(Elaboratable):
                 continue
             m.submodules[f"led{i}"] = buf = io.Buffer("o", platform.request(*resource, dir="-"))
             leds.append(buf.o)
-        beat = Signal(max(1, int(self.pll.output_hz).bit_length() - 1))
-        m.d.sync += beat.eq(beat + 1)
-        glow = Signal(range(int(self.pll.output_hz / 20) + 1))
+        beat = Signal(max(1, int(self.pll.link_hz).bit_length() - 1))
+        m.d.link += beat.eq(beat + 1)
+        glow = Signal(range(int(self.pll.link_hz / 20) + 1))
         with m.If(link.activity):
-            m.d.sync += glow.eq(int(self.pll.output_hz / 20))
+            m.d.link += glow.eq(int(self.pll.link_hz / 20))
         with m.Elif(glow != 0):
-            m.d.sync += glow.eq(glow - 1)
+            m.d.link += glow.eq(glow - 1)
         for led, value in zip(leds, [beat[-1], glow != 0, link.error]):
             if led is not None:
                 m.d.comb += led.eq(value)

@@ -1,10 +1,18 @@
 """The UART host link: a compiled :class:`~cepc.hw.top.Top` behind the protocol of :mod:`cepc.protocol`.
 
 ```
-rx ─► UART ─► SLIP ─► frame check (CRC, seq) ─► receive buffer (BRAM) ─► drain ─► Top s_t*
-                                  │ STATUS / RESET                 committed frames, one packet each
-tx ◄─ UART ◄─ SLIP ◄─ frame builder (CRC) ◄── STATUS > ACK > MATCHES (Top m_t*) > SPILL (Top spill_t*)
+            link clock domain ("link")                                              ┊ design's ("sync")
+rx ─► UART ─► SLIP ─► frame check (CRC, seq) ─► receive buffer (BRAM) ─► drain ─► CDC ─► Top s_t*
+                                  │ STATUS / RESET                 committed frames ┊ one packet each
+tx ◄─ UART ◄─ SLIP ◄─ frame builder (CRC) ◄── STATUS > ACK > MATCHES ◄─────────── CDC ◄─ Top m_t*
+                                                             > SPILL ◄─────────── CDC ◄─ Top spill_t*
+                                                  status words 4-9 ◄─ Fetch ◄──── ┊ Top's counters
 ```
+
+The link runs in its own clock domain, ``link``, the design in ``sync``: the link moves a byte every
+ten bit times and needs a few tens of MHz; clocked apart, its decisions never limit the design's
+clock. Words cross one at a time (:mod:`cepc.hw.cdc`). The link's clock must not be faster than the
+design's (the idle check counts link cycles for the design's latency).
 
 Board independent: the board top (:mod:`cepc.hw.board_top`) adds the clock,
 reset and pins; the cocotb bench of ``cepc run`` drives this component's
@@ -13,18 +21,24 @@ reset and pins; the cocotb bench of ``cepc run`` drives this component's
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, Value
+from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
+from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
 from . import ecp5
+from .cdc import Fetch, StreamCDC
 from .counter import increment
-from .replica import Replica, small_die
+from .replica import Replica
 from .top import Top
 from .uart import UartRx, UartTx
 
 LINK_COUNTER_WIDTH = 32
+# link cycles the link's reset is held after its cause: the design's reset, a synchronised copy of
+# it, then overlaps it (cepc.hw.cdc)
+RESET_HOLD = 4
+LINGER = 8
 
 
 def crc16_byte(crc: Value, byte: Value) -> Value:
@@ -36,46 +50,13 @@ def crc16_byte(crc: Value, byte: Value) -> Value:
     return Cat(*bits)
 
 
-class RegisterSlice(wiring.Component):
-    """A valid/ready stream through registers both ways (a skid buffer of two words): ``o_valid``,
-    ``o_data`` and ``i_ready`` are flip-flops, so neither side's handshake logic reaches the other.
-    Words pass in order, none lost or repeated; a word takes a cycle more. ``bypass``: wires only."""
-
-    def __init__(self, width: int, *, bypass: bool = False):
-        self._bypass = bypass
-        super().__init__({"i_valid": In(1), "i_data": In(width), "i_ready": Out(1),
-                          "o_valid": Out(1), "o_data": Out(width), "o_ready": In(1)})
-
-    def elaborate(self, platform):
-        m = Module()
-        if self._bypass:
-            m.d.comb += [self.o_valid.eq(self.i_valid), self.o_data.eq(self.i_data), self.i_ready.eq(self.o_ready)]
-            return m
-        # (the words have no reset, only their valid flags: a reset then reaches few flip-flops)
-        skid_valid = Signal()  # a word taken while the output was held
-        skid = Signal(len(self.i_data), reset_less=True)
-        data = Signal(len(self.i_data), reset_less=True)
-        take = Signal()
-        m.d.comb += [self.i_ready.eq(~skid_valid), take.eq(self.i_valid & ~skid_valid), self.o_data.eq(data)]
-        # the skid register takes the input whenever it is empty (a word it holds counts only once
-        # `skid_valid` says so): its enable is a local flip-flop, not the far side's valid
-        with m.If(~skid_valid):
-            m.d.sync += skid.eq(self.i_data)
-        with m.If(self.o_ready | ~self.o_valid):
-            with m.If(skid_valid):
-                m.d.sync += [data.eq(skid), self.o_valid.eq(1), skid_valid.eq(0)]
-            with m.Else():
-                m.d.sync += [data.eq(self.i_data), self.o_valid.eq(take)]
-        with m.Elif(take):
-            m.d.sync += skid_valid.eq(1)
-        return m
-
-
 class HostLink(wiring.Component):
     """A compiled design behind a UART speaking :mod:`cepc.protocol`.
 
-    ``rx``/``tx``: the UART lines (8N1, ``clock_hz / baud`` cycles per bit).
-    ``reset``: resets the link and the design (registered, like a RESET frame).
+    Two clock domains: ``link`` (the link, ``link_hz``) and ``sync`` (the design, ``clock_hz``; it
+    must not be slower than the link's).
+    ``rx``/``tx``: the UART lines (8N1, ``divisor`` link cycles per bit: ``link_hz / baud``).
+    ``reset`` (link domain): resets the link and the design (registered, like a RESET frame).
     ``activity`` pulses on each UART byte either way, ``error`` stays high once a
     frame was discarded or a tuple dropped or malformed (until a RESET frame).
 
@@ -88,7 +69,7 @@ class HostLink(wiring.Component):
     """
 
     def __init__(self, top: Top, *, clock_hz: int, baud: int, divisor: int, buffer_bytes: int = 4096,
-                 buffer_frames: int = 16, design_id: int = 0):
+                 buffer_frames: int = 16, design_id: int = 0, link_hz: int | None = None):
         if top.bus_width != 8:
             raise ValueError(f"the host link feeds the design one byte per cycle: its bus width must be 8, "
                              f"not {top.bus_width}")
@@ -96,8 +77,12 @@ class HostLink(wiring.Component):
             raise ValueError(f"the receive buffer must be a power of two from 256 to 32768 bytes, not {buffer_bytes}")
         if not 1 <= buffer_frames <= 255:
             raise ValueError(f"the receive buffer holds 1 to 255 frames, not {buffer_frames}")
+        link_hz = clock_hz if link_hz is None else link_hz
+        if link_hz > clock_hz:
+            raise ValueError(f"the link's clock ({link_hz / 1e6:g} MHz) must not be faster than the design's "
+                             f"({clock_hz / 1e6:g} MHz)")
         self.top = top
-        self.clock_hz, self.baud, self.divisor = int(clock_hz), int(baud), divisor
+        self.clock_hz, self.link_hz, self.baud, self.divisor = int(clock_hz), int(link_hz), int(baud), divisor
         self.buffer_bytes, self.buffer_frames = buffer_bytes, buffer_frames
         self.design_id = design_id & 0xFFFFFFFF
         self.record_bytes = top.record_width // 8
@@ -109,22 +94,25 @@ class HostLink(wiring.Component):
         m = Module()
         top = self.top
         k = (self.buffer_bytes - 1).bit_length()  # address bits
+        # `m` is the link's logic, written in `sync` and moved into the `link` domain at the end.
         # A RESET frame sets `reset_pending`; once the transmitter is between frames (so no frame is
         # cut short on the wire), `soft_rst` rises and resets everything below: the design, the link
-        # and its counters, the UARTs. Their reset is a register (the `reset` input or `soft_rst`),
-        # so a board top whose domain has no reset of its own drives every flip-flop's reset straight
-        # from a flip-flop: two copies of it, one for the link and one for the design.
+        # and its counters, the UARTs, the crossings. Their reset is a register (the `reset` input or
+        # `soft_rst`, held RESET_HOLD cycles), so a board top whose domains have no reset of their own
+        # drives every flip-flop's reset straight from a flip-flop: one for the link, and one for the
+        # design, a synchronised copy of the link's.
         # Registers that hold data only while a flag of theirs says so (bytes, words, addresses, the
         # status pipeline) have no reset: the reset's two copies then reach the link's control state,
         # not hundreds of data flip-flops across the die.
         soft_rst = Signal()
         reset_pending = Signal()
-        # the design's records and spilled tuples pass a register slice each on their way to the
-        # transmitter (its decisions then start from flip-flops, not from the FIFOs across the die)
-        # (not on the UP5K: its die is small and its logic cells few)
-        slices = not small_die(platform)
-        m.submodules.records = records = RegisterSlice(len(top.m_tdata), bypass=not slices)
-        m.submodules.spills = spills = RegisterSlice(len(top.spill_tdata), bypass=not slices)
+        # the crossings (added to the outer module, with both domains' resets, at the end): bytes into
+        # the design, its records and spilled tuples out (each held in a register of the design's side
+        # until the link takes it), its status counters read one word at a time
+        feed = StreamCDC(9, "link", "sync")
+        records = StreamCDC(len(top.m_tdata), "sync", "link")
+        spills = StreamCDC(len(top.spill_tdata), "sync", "link")
+        counters = Fetch(48, len(P.DESIGN_COUNTERS), "link", "sync")
         m.d.comb += [
             records.i_valid.eq(top.m_tvalid), records.i_data.eq(top.m_tdata), top.m_tready.eq(records.i_ready),
             spills.i_valid.eq(top.spill_tvalid), spills.i_data.eq(top.spill_tdata),
@@ -148,7 +136,9 @@ class HostLink(wiring.Component):
         status_pending = Signal(init=1)  # announce ourselves after configuration and after a RESET
         sticky_error = Signal()
         m.d.comb += self.error.eq(sticky_error)
-        with m.If((top.dropped != 0) | (top.malformed != 0)):
+        # the design's trouble (a tuple dropped or malformed), decided on its side, seen on the link's
+        trouble, trouble_seen = Signal(), Signal()
+        with m.If(trouble_seen):
             m.d.sync += sticky_error.eq(1)
 
         # --- receive buffer: write pointer, commit pointer, read pointer (k + 1 bits) ---------------
@@ -287,25 +277,28 @@ class HostLink(wiring.Component):
         m.d.comb += [
             issue.eq(pending & ~o_valid & ~inflight.any()),
             r_addr.eq(rptr[:k]),
-            top.s_tdata.eq(o_data[:8]), top.s_tkeep.eq(1), top.s_tvalid.eq(o_valid), top.s_tlast.eq(o_data[8]),
-            drain_last.eq(o_valid & top.s_tready & o_data[8]),
+            feed.i_valid.eq(o_valid), feed.i_data.eq(o_data),
+            drain_last.eq(o_valid & feed.i_ready & o_data[8]),
         ]
         m.d.sync += inflight.eq(Cat(issue, inflight[0]))
         with m.If(issue):
             m.d.sync += rptr.eq(rptr + 1)
         with m.If(inflight[1]):
             m.d.sync += [o_data.eq(r_data), o_valid.eq(1)]
-        with m.Elif(top.s_tready):
+        with m.Elif(feed.i_ready):
             m.d.sync += o_valid.eq(0)
         with m.If(drain_last):
             m.d.sync += [drained.eq(drained + 1), ack_pending.eq(1)]
         m.d.sync += queued.eq(queued + accept - drain_last)
 
-        # idle: nothing in the buffer or the design for longer than its latency
+        # idle: nothing in the buffer, the crossings or the design for longer than its latency (counted
+        # in link cycles, no shorter than the design's: the design's side says it is busy through a
+        # register and a synchroniser, a few link cycles late, well inside the count)
         quiet_limit = top.latency + 32
         quiet = Signal(range(quiet_limit + 1))
-        busy = (rptr != commit) | inflight.any() | o_valid | top.m_tvalid | top.spill_tvalid | records.o_valid | \
-            spills.o_valid
+        design_busy, design_busy_seen = Signal(), Signal()
+        busy = (rptr != commit) | inflight.any() | o_valid | ~feed.i_ready | records.o_valid | spills.o_valid | \
+            design_busy_seen
         with m.If(busy):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != quiet_limit):
@@ -314,16 +307,13 @@ class HostLink(wiring.Component):
         m.d.comb += idle.eq(quiet == quiet_limit)
 
         # --- status words (protocol.STATUS_WORDS) ----------------------------------------------------------
-        def counter(value):
-            return Value.cast(value)[:48]
-
         info = Cat(Const(P.VERSION, 8), idle, Const(0, 7), expect, drained, Const(self.tuple_bytes, 16))
         words = [
             info,
             Cat(Const(self.design_id, 32), Const(self.record_bytes, 16)),
             Cat(Const(self.clock_hz, 32), Const(self.buffer_bytes, 16)),
             Cat(Const(self.baud, 32), Const(self.buffer_frames, 8), Const(0, 8)),
-            *(counter(getattr(top, name)) for name in P.DESIGN_COUNTERS),
+            *(counters.word for _ in P.DESIGN_COUNTERS),  # the one fetched (below)
             rx_frames, rx_crc_errors, rx_rejected, tx_frames,
         ]
         assert len(words) == len(P.STATUS_WORDS)
@@ -372,9 +362,11 @@ class HostLink(wiring.Component):
         kind = Signal(8, reset_less=True)
         tx_seq = Signal(8)
         staged = Signal(8, reset_less=True)  # the payload byte to send next
-        # the status word of the next unit: a wide multiplexer over counters spread across the die, in
-        # two registered steps (four words a group, then the group). A word is sent many cycles after
-        # `units` moves on (a byte takes clock/baud × 10 cycles), so the two cycles are never waited for.
+        # the status word of the next unit: a wide multiplexer in two registered steps (four words a
+        # group, then the group). The design's counters (words 4-9) come through `counters`, fetched
+        # from the design's side when `units` moves on; `status_ready` says the word has come and
+        # passed both steps. A word is sent many cycles after `units` moves on (a byte takes
+        # link_hz / baud × 10 cycles), so this is never waited for in practice; "next" checks it.
         status_word = Signal(48, reset_less=True)
         groups = [words[i:i + 4] for i in range(0, len(words), 4)]
         picked = [Signal(48, name=f"status_group{g}", reset_less=True) for g in range(len(groups))]
@@ -389,10 +381,21 @@ class HostLink(wiring.Component):
             for g in range(len(groups)):
                 with m.Case(g):
                     m.d.sync += status_word.eq(picked[g])
+        first_counter = P.STATUS_WORDS.index(P.DESIGN_COUNTERS[0])
+        m.d.comb += [counters.start.eq(units != units_then), counters.index.eq(units - first_counter)]
+        settled = Signal(2)  # the fetched word has been in `counters.word` for one, two cycles
+        m.d.sync += settled.eq(Cat(counters.ready & ~counters.start, settled[0]))
+        status_ready = Signal()
+        m.d.comb += status_ready.eq(settled.all())
         # one-hot byte selects over the record and the spilled tuple
         record_sel = Signal(self.record_bytes, init=1)
         spill_sel = Signal(self.tuple_bytes, init=1)
         pay_left = Signal(range(P.STATUS_WORD_BYTES + 1))
+        # after a record (or tuple) is taken, the next one the design has ready crosses in at most
+        # three cycles of each clock (cepc.hw.cdc), six link cycles as the link's is the slower:
+        # "next" waits up to LINGER cycles for it, so a frame carries the records that are ready
+        # rather than ending after each one
+        linger = Signal(range(LINGER + 1))
 
         def select(sel, data, n):
             acc = 0
@@ -467,22 +470,33 @@ class HostLink(wiring.Component):
                                 m.next = "next"
             with m.State("pop"):  # the record or tuple is sent: take it from the design
                 m.d.comb += [records.o_ready.eq(kind == P.MATCHES), spills.o_ready.eq(kind == P.SPILL)]
+                m.d.sync += linger.eq(LINGER)
                 m.next = "next"
             with m.State("next"):  # another unit in this frame, or the CRC
                 m.next = "crc_hi"
                 with m.Switch(kind):
                     with m.Case(P.STATUS):
                         with m.If(units != len(words)):
-                            m.d.sync += [pay.eq(status_word), pay_left.eq(P.STATUS_WORD_BYTES), units.eq(units + 1)]
-                            m.next = "payload"
+                            with m.If(status_ready):
+                                m.d.sync += [pay.eq(status_word), pay_left.eq(P.STATUS_WORD_BYTES),
+                                             units.eq(units + 1)]
+                                m.next = "payload"
+                            with m.Else():
+                                m.next = "next"
                     with m.Case(P.MATCHES):
                         with m.If(records.o_valid & (units != P.MAX_RECORDS_PER_FRAME)):
                             m.d.sync += units.eq(units + 1)
                             m.next = "payload"
+                        with m.Elif(linger != 0):
+                            m.d.sync += linger.eq(linger - 1)
+                            m.next = "next"
                     with m.Case(P.SPILL):
                         with m.If(spills.o_valid & (units != P.MAX_RECORDS_PER_FRAME)):
                             m.d.sync += units.eq(units + 1)
                             m.next = "payload"
+                        with m.Elif(linger != 0):
+                            m.d.sync += linger.eq(linger - 1)
+                            m.next = "next"
             with m.State("crc_hi"):
                 with m.If(~ob_valid & ~escaping):  # the last data byte is in the CRC
                     emit(tx_crc[8:], crc=False)
@@ -498,15 +512,45 @@ class HostLink(wiring.Component):
                     increment(m, tx_frames, 1)
                     m.next = "idle"
 
-        # The reset: one register for the link and one for the design (copies kept apart, so neither
-        # net reaches the other's flip-flops across the die).
+        # The resets: the link's is a register of its cause (the `reset` input or `soft_rst`), held
+        # RESET_HOLD link cycles after it; the design's a register of a synchronised copy of it, so
+        # the two overlap (both sides of every crossing are reset together). Each is a module of its
+        # own, kept apart, so neither net reaches the other's flip-flops across the die.
         outer = Module()
-        resets = {}
-        for part in ("link", "design"):
-            copy = outer.submodules[f"{Replica.PREFIX}rst_{part}"] = Replica(1, init=0)
-            outer.d.comb += [copy.d.eq(self.reset | soft_rst), copy.en.eq(1)]
-            resets[part] = copy.q
-        outer.submodules.link = ResetInserter(resets["link"])(m)
-        outer.submodules.design = ResetInserter(resets["design"])(top)
+        rl = Module()  # link domain, written in `sync`
+        hold = Signal(range(RESET_HOLD + 1))
+        cause = Signal()
+        rl.d.comb += cause.eq(self.reset | soft_rst)
+        with rl.If(cause):
+            rl.d.sync += hold.eq(RESET_HOLD)
+        with rl.Elif(hold != 0):
+            rl.d.sync += hold.eq(hold - 1)
+        rl.submodules[f"{Replica.PREFIX}rst_link"] = rst_link = Replica(1, init=1)
+        rl.d.comb += [rst_link.d.eq(cause | (hold != 0)), rst_link.en.eq(1)]
+        outer.submodules.link_reset = DomainRenamer("link")(rl)
+        rst_seen = Signal(init=1)
+        outer.submodules.rst_sync = FFSynchronizer(rst_link.q, rst_seen, init=1)
+        outer.submodules[f"{Replica.PREFIX}rst_design"] = rst_design = Replica(1, init=1)
+        outer.d.comb += [rst_design.d.eq(rst_seen), rst_design.en.eq(1)]
+        resets = {"link": rst_link.q, "sync": rst_design.q}
+
+        # the design's side: its trouble and whether it holds anything, registered, then seen by the link
+        flags = Module()
+        flags.d.sync += [trouble.eq((top.dropped != 0) | (top.malformed != 0)),
+                         design_busy.eq(top.m_tvalid | top.spill_tvalid | ~records.i_ready | ~spills.i_ready
+                                        | feed.o_valid)]
+        flags.submodules.trouble_sync = FFSynchronizer(trouble, trouble_seen, o_domain="link", reset_less=False)
+        flags.submodules.busy_sync = FFSynchronizer(design_busy, design_busy_seen, o_domain="link",
+                                                    reset_less=False)
+        outer.submodules.flags = ResetInserter(resets)(flags)
+        outer.d.comb += [
+            top.s_tdata.eq(feed.o_data[:8]), top.s_tkeep.eq(1), top.s_tlast.eq(feed.o_data[8]),
+            top.s_tvalid.eq(feed.o_valid), feed.o_ready.eq(top.s_tready),
+            *(counters.values[i].eq(getattr(top, name)[:48]) for i, name in enumerate(P.DESIGN_COUNTERS)),
+        ]
+        for name, cdc in (("feed", feed), ("records", records), ("spills", spills), ("counters", counters)):
+            outer.submodules[name] = ResetInserter(resets)(cdc)
+        outer.submodules.link = DomainRenamer("link")(ResetInserter(rst_link.q)(m))
+        outer.submodules.design = ResetInserter(rst_design.q)(top)
         return outer
 

@@ -2,6 +2,10 @@
 
 Both tools ship in the YoWASP packages; the tests check that these searches
 pick the same dividers as the tools.
+
+Each PLL also gives the host link its clock (``link_hz``, :mod:`cepc.hw.hostlink`): on ECP5 a
+second output, CLKOS, divided from the same VCO (:func:`with_link_clock`); on iCE40 the oscillator
+itself, which SB_PLL40_2_PAD passes on beside the PLL's output.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ class Ecp5Pll:
     clki_div: int
     clkfb_div: int
     clkop_div: int
+    clkos_div: int | None = None  # the host link's clock, CLKOS (None: not used)
 
     @property
     def output_hz(self) -> float:
@@ -28,7 +33,17 @@ class Ecp5Pll:
     def vco_hz(self) -> float:
         return self.output_hz * self.clkop_div
 
-    def instance(self, clk_in, clk_out, locked) -> Instance:
+    @property
+    def link_hz(self) -> float:
+        return self.vco_hz / self.clkos_div if self.clkos_div else self.output_hz
+
+    def instance(self, clk_in, clk_out, locked, link_out=None) -> Instance:
+        if link_out is not None and not self.clkos_div:
+            raise ValueError("this PLL has no link clock: set one with with_link_clock()")
+        # CLKOS in phase with CLKOP, as ecppll sets a second output
+        secondary = {} if link_out is None else dict(
+            a_FREQUENCY_PIN_CLKOS=f"{self.link_hz / 1e6:g}", p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=self.clkos_div,
+            p_CLKOS_CPHASE=self.clkop_div // 2, p_CLKOS_FPHASE=0, o_CLKOS=link_out)
         return Instance(
             "EHXPLLL",
             a_FREQUENCY_PIN_CLKI=f"{self.input_hz / 1e6:g}", a_FREQUENCY_PIN_CLKOP=f"{self.output_hz / 1e6:g}",
@@ -42,7 +57,7 @@ class Ecp5Pll:
             p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=self.clkfb_div,
             i_RST=0, i_STDBY=0, i_CLKI=clk_in, o_CLKOP=clk_out, i_CLKFB=clk_out, o_CLKINTFB=Signal(),
             i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1,
-            i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked,
+            i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked, **secondary,
         )
 
 
@@ -95,16 +110,29 @@ class Ice40Pll:
         return self.vco_hz / 2 ** self.divq
 
     @property
+    def link_hz(self) -> float:  # the oscillator, passed on by SB_PLL40_2_PAD's port A
+        return self.input_hz
+
+    @property
     def filter_range(self) -> int:
         pfd = self.pfd_hz / 1e6
         return next((r for limit, r in ICE40_FILTER if pfd < limit), 6)
 
-    def instance(self, pad, clk_out, locked) -> Instance:
+    def instance(self, pad, clk_out, locked, link_out=None) -> Instance:
+        if link_out is None:
+            return Instance(
+                "SB_PLL40_PAD",
+                p_FEEDBACK_PATH="SIMPLE", p_DIVR=self.divr, p_DIVF=self.divf, p_DIVQ=self.divq,
+                p_FILTER_RANGE=self.filter_range,
+                i_PACKAGEPIN=pad, i_RESETB=1, i_BYPASS=0, o_PLLOUTGLOBAL=clk_out, o_LOCK=locked,
+            )
+        # port A: the pad's clock (the link's), port B: the PLL's output
         return Instance(
-            "SB_PLL40_PAD",
+            "SB_PLL40_2_PAD",
             p_FEEDBACK_PATH="SIMPLE", p_DIVR=self.divr, p_DIVF=self.divf, p_DIVQ=self.divq,
-            p_FILTER_RANGE=self.filter_range,
-            i_PACKAGEPIN=pad, i_RESETB=1, i_BYPASS=0, o_PLLOUTGLOBAL=clk_out, o_LOCK=locked,
+            p_FILTER_RANGE=self.filter_range, p_PLLOUT_SELECT_PORTB="GENCLK",
+            i_PACKAGEPIN=pad, i_RESETB=1, i_BYPASS=0, o_PLLOUTGLOBALA=link_out, o_PLLOUTGLOBALB=clk_out,
+            o_LOCK=locked,
         )
 
 
@@ -128,3 +156,28 @@ def ice40_pll(input_hz: float, output_hz: float) -> Ice40Pll:
     if best is None:
         raise ValueError(f"no iCE40 PLL setting makes {output_hz / 1e6:g} MHz from {input_hz / 1e6:g} MHz")
     return best
+
+
+# the host link's clock on ECP5: no faster than this (its logic has room to spare; a byte is tens of
+# its cycles at any baud rate a UART bridge runs)
+LINK_MAX_HZ = 64e6
+
+
+def with_link_clock(pll: Ecp5Pll, baud: int) -> Ecp5Pll:
+    """``pll`` with CLKOS set for the host link: the VCO divided to the clock, no faster than the
+    design's nor LINK_MAX_HZ, whose UART divisor is nearest ``baud`` (among equals the fastest)."""
+    from dataclasses import replace
+
+    best, best_key = None, None
+    for div in range(1, 129):
+        hz = pll.vco_hz / div
+        if hz > min(pll.output_hz, LINK_MAX_HZ) or hz < 4 * baud:
+            continue
+        cycles = max(1, round(hz / baud))
+        key = (round(abs(hz / cycles - baud) / baud, 6), -hz)
+        if best_key is None or key < best_key:
+            best, best_key = div, key
+    if best is None:
+        raise ValueError(f"no ECP5 PLL output for a {baud} baud host link from a {pll.vco_hz / 1e6:g} MHz VCO, "
+                         f"at least 4 cycles per bit and no faster than {pll.output_hz / 1e6:g} MHz")
+    return replace(pll, clkos_div=best)

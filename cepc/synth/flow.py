@@ -93,8 +93,10 @@ class LinkDesign:
 
 def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
-                ways: int | None = None) -> LinkDesign:
-    """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`."""
+                ways: int | None = None, link_hz: float | None = None) -> LinkDesign:
+    """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
+    the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``."""
+    link_hz = clock_hz if link_hz is None else link_hz
     from ..emit.verilog import sidecar
     from ..hw.hostlink import HostLink
     from ..hw.top import Top, check_options
@@ -102,7 +104,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
 
     try:
         check_options(8, partitions, partitioner, evict_after)
-        div = divisor(clock_hz, baud)
+        div = divisor(link_hz, baud)
     except ValueError as e:
         raise UsageError(str(e)) from None
     top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
@@ -110,10 +112,13 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
     side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
                                  **(options or {})})
     did = protocol.design_id(side)
-    link = HostLink(top, clock_hz=int(round(clock_hz)), baud=baud, divisor=div, buffer_bytes=buffer_bytes,
-                    buffer_frames=buffer_frames, design_id=did)
+    try:
+        link = HostLink(top, clock_hz=int(round(clock_hz)), link_hz=int(round(link_hz)), baud=baud, divisor=div,
+                        buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=did)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     side["host_link"] = {"protocol_version": protocol.VERSION, "design_id": did, "clock_hz": int(round(clock_hz)),
-                         "baud": baud, "divisor": div, "buffer_bytes": buffer_bytes, "buffer_frames": buffer_frames}
+                         "link_clock_hz": int(round(link_hz)), "baud": baud, "divisor": div, "buffer_bytes": buffer_bytes, "buffer_frames": buffer_frames}
     return LinkDesign(design, top, link, side, did)
 
 
@@ -183,7 +188,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     """Synthesise ``checked`` for ``opts.board``; raises FitError, TimingError or ToolError."""
     from ..hw import sizing
     from ..hw.board_top import BoardTop
-    from ..hw.pll import ecp5_pll, ice40_pll
+    from ..hw.pll import ecp5_pll, ice40_pll, with_link_clock
     from ..hw.replica import Replica
     from ..nfa.lower import lower
 
@@ -206,6 +211,14 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
                          f"{pll.output_hz / 1e6:g} MHz")
     if abs(pll.output_hz - freq * 1e6) > 0.001 * freq * 1e6:
         progress(f"note: the PLL makes {pll.output_hz / 1e6:g} MHz, the nearest it can to {freq:g} MHz")
+    if fam == "ecp5":  # the host link's clock: a second output (on iCE40, the oscillator)
+        try:
+            pll = with_link_clock(pll, baud)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    if pll.link_hz > pll.output_hz:
+        raise UsageError(f"--freq {freq:g} is below the host link's clock ({pll.link_hz / 1e6:g} MHz, the board's "
+                         f"oscillator); the design's clock must be at least as fast")
     try:
         design = lower(checked, opts.max_length)
     except ValueError as e:
@@ -230,7 +243,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     if opts.max_length:
         options["max_match_length"] = opts.max_length
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
-                     clock_hz=pll.output_hz, baud=baud,
+                     clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
                      buffer_bytes=plat_cls.cepc_buffer_bytes,
                      buffer_frames=plat_cls.cepc_buffer_frames, evict_after=opts.evict_after, options=options)
     (out / f"{NAME}.layout.json").write_text(json.dumps(ld.sidecar, indent=2) + "\n")
@@ -298,9 +311,14 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     if not report_path.exists():
         raise ToolError("nextpnr wrote no report", pnr, _tail(log))
     nreport = json.loads(report_path.read_text())
-    clock_name = _design_clock(nreport)
+    clock_name, link_name = _clocks(nreport)
+    targets = {name: round(hz / 1e6, 3) for name, hz in ((clock_name, pll.output_hz), (link_name, pll.link_hz))
+               if name}
     parsed = rep.parse(nreport, stat, board=opts.board, family=fam, device=platform.device, package=platform.package,
-                       targets_mhz={clock_name: round(pll.output_hz / 1e6, 3)} if clock_name else None)
+                       targets_mhz=targets or None)
+    # the design's clock first (its Fmax is the one that counts tuples), then its critical path
+    parsed.clocks.sort(key=lambda c: c.name != clock_name)
+    parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
 
     summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
     bitstream = None
@@ -342,10 +360,13 @@ def check_timing(result: SynthResult) -> None:
     raise TimingError(msg)
 
 
-def _design_clock(nreport: dict) -> str | None:
-    """The name nextpnr gives the PLL's output clock (the only clock in a board top)."""
+def _clocks(nreport: dict) -> tuple[str | None, str | None]:
+    """The names nextpnr gives the board top's two clocks: the design's (``clk``) and the host
+    link's (``link_clk``), each None if not found."""
     names = list(nreport.get("fmax", {}))
-    return names[0] if len(names) == 1 else next((n for n in names if n.endswith("clk")), None)
+    link = next((n for n in names if "link_clk" in n), None)
+    design = next((n for n in names if n != link and n.endswith("clk")), None)
+    return design, link
 
 
 BEL_NAMES = {"TRELLIS_COMB": "LUTs", "TRELLIS_SLICE": "slices", "TRELLIS_FF": "flip-flops", "DP16KD": "block RAMs",
@@ -393,7 +414,8 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
         **parsed.to_json(),
         "options": {"partitioner": ld.top.partitioner, "partitions": partitions, "bus_width": 8,
                     "target_mhz": opts.freq_mhz or None,
-                    "clock_mhz": round(pll.output_hz / 1e6, 3), "baud": baud, "baud_divisor": ld.link.divisor,
+                    "clock_mhz": round(pll.output_hz / 1e6, 3), "link_clock_mhz": round(pll.link_hz / 1e6, 3),
+                    "baud": baud, "baud_divisor": ld.link.divisor,
                     "seed": opts.seed, "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after},
         "design_id": f"{ld.design_id:08x}",
         "timing_met": parsed.timing_met,

@@ -1,0 +1,87 @@
+"""Crossings between the host link's clock domain and the design's.
+
+The host link moves a byte every ten bit times of its UART; the design takes a tuple every cycle.
+The board top clocks them apart (:mod:`cepc.hw.board_top`): the link at a few tens of MHz, the
+design at its Fmax, so the link's wide, slow decisions never limit the design's clock. What crosses
+between them is one word at a time, by a toggle handshake:
+
+* the sending side puts the word into a register of its own and toggles ``req``;
+* the receiving side sees ``req`` through a two-flip-flop synchroniser, takes the word (the
+  register, unchanged since before the toggle and until the word is taken) and toggles ``ack``;
+* the sending side sees ``ack`` through a synchroniser of its own, and may send the next word.
+
+No multi-bit value is ever sampled while it changes, whatever the two clocks' ratio. A word takes
+about three cycles of each clock; the link needs far less (a UART byte is tens of link cycles).
+
+Both sides must be reset together (every register here, the synchronisers' too, has a reset): the
+host link holds its reset for :data:`RESET_HOLD` link cycles and resets the design from a
+synchronised copy of it, so the two resets overlap.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.wiring import In, Out
+
+
+class StreamCDC(wiring.Component):
+    """valid/ready words from domain ``i_domain`` into ``o_domain``, one at a time.
+
+    ``i_ready`` and ``o_valid`` are each the XOR of two flip-flops; ``o_data`` is a register of the
+    input side, stable while ``o_valid`` is high. Words pass in order, none lost or repeated."""
+
+    def __init__(self, width: int, i_domain: str, o_domain: str):
+        self._width, self._i, self._o = width, i_domain, o_domain
+        super().__init__({"i_valid": In(1), "i_data": In(width), "i_ready": Out(1),
+                          "o_valid": Out(1), "o_data": Out(width), "o_ready": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        req = Signal()  # input side: toggled when a word is put into `data`
+        ack = Signal()  # output side: toggled when it is taken
+        data = Signal(self._width, reset_less=True)
+        req_seen, ack_seen = Signal(), Signal()
+        m.submodules.req_sync = FFSynchronizer(req, req_seen, o_domain=self._o, reset_less=False)
+        m.submodules.ack_sync = FFSynchronizer(ack, ack_seen, o_domain=self._i, reset_less=False)
+        m.d.comb += [self.i_ready.eq(req == ack_seen), self.o_valid.eq(req_seen != ack), self.o_data.eq(data)]
+        with m.If(self.i_valid & self.i_ready):
+            m.d[self._i] += [data.eq(self.i_data), req.eq(~req)]
+        with m.If(self.o_valid & self.o_ready):
+            m.d[self._o] += ack.eq(~ack)
+        return m
+
+
+class Fetch(wiring.Component):
+    """A word of ``values`` (all in ``far_domain``) read from ``near_domain`` by index.
+
+    Near side: ``start`` (a cycle) asks for ``values[index]`` (``index`` is taken with it);
+    ``ready`` rises once the word is in ``word`` and stays high until the next ``start``. The far
+    side registers the word the cycle it sees the request, so it is one value of the counter at one
+    instant, never a mix of two. ``word`` is a register of the far side, stable while ``ready``."""
+
+    def __init__(self, width: int, count: int, near_domain: str, far_domain: str):
+        self._width, self._count, self._near, self._far = width, count, near_domain, far_domain
+        super().__init__({"values": In(width).array(count), "index": In(range(max(count, 2))),
+                          "start": In(1), "ready": Out(1), "word": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        req = Signal()  # near side: toggled by `start`
+        ack = Signal()  # far side: follows `req` once the word is registered
+        index = Signal.like(self.index, reset_less=True)  # near side, taken with `start`
+        word = Signal(self._width, reset_less=True)
+        req_seen, ack_seen = Signal(), Signal()
+        m.submodules.req_sync = FFSynchronizer(req, req_seen, o_domain=self._far, reset_less=False)
+        m.submodules.ack_sync = FFSynchronizer(ack, ack_seen, o_domain=self._near, reset_less=False)
+        with m.If(self.start):
+            m.d[self._near] += [req.eq(~req), index.eq(self.index)]
+        with m.If(req_seen != ack):
+            with m.Switch(index):
+                for i, value in enumerate(self.values):
+                    with m.Case(i):
+                        m.d[self._far] += word.eq(value)
+            m.d[self._far] += ack.eq(req_seen)
+        m.d.comb += [self.ready.eq(req == ack_seen), self.word.eq(word)]
+        return m
