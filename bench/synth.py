@@ -49,7 +49,8 @@ def run_one(example: str, board: str, seed: int, build: Path) -> dict:
                 "met": False, "seconds": round(time.perf_counter() - t0, 1)}
     s = result.summary
     res = s["resources"]
-    clock = s["clocks"][0]
+    clock = s["clocks"][0]  # the design's (the host link's has a clock of its own)
+    link = next((c for c in s["clocks"][1:] if "link_clk" in c["name"]), None)
     return {
         "example": example, "board": board, "device": s["device"], "partitioner": s["options"]["partitioner"],
         "partitions": s["options"]["partitions"],
@@ -59,6 +60,8 @@ def run_one(example: str, board: str, seed: int, build: Path) -> dict:
         "fmax_mhz": clock["achieved_mhz"], "clock_mhz": s["options"]["clock_mhz"],
         "target_mhz": TARGETS_MHZ[board], "met": clock["achieved_mhz"] >= TARGETS_MHZ[board],
         "clock_met": clock["met"], "tuples_per_cycle": s["tuples_per_cycle"],
+        "link_fmax_mhz": link["achieved_mhz"] if link else None, "link_clock_mhz": s["options"].get("link_clock_mhz"),
+        "link_met": link["met"] if link else None,
         "tuples_per_second_at_fmax": s["tuples_per_second_at_fmax"],
         "tuples_per_second_uart": s["tuples_per_second_uart"],
         "critical_path": s["critical_paths"][0]["summary"] if s["critical_paths"] else None,

@@ -71,6 +71,7 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
     async def sink(ctx):
         quiet = 0
         cycle = 0
+        offered = {"m": None, "spill": None}  # a word offered and not taken last cycle
         while not done[0] or quiet < idle:
             if not done[0]:
                 quiet = 0
@@ -81,6 +82,11 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
                 top.m_tvalid, top.m_tdata, top.m_tready, top.spill_tvalid, top.spill_tdata, top.spill_tready)
             cycle += 1
             quiet += 1
+            # AXI-Stream: an offered word stays offered, unchanged, until taken
+            for name, valid, data, ready in (("m", mv, md, mr), ("spill", sv, sd, sr)):
+                if offered[name] is not None:
+                    assert valid and data == offered[name], f"{name} changed while offered, cycle {cycle}"
+                offered[name] = data if valid and not ready else None
             if mv and mr:
                 result.records.append(decode_record(design, md))
                 if result.first_record_cycle is None:

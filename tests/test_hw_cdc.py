@@ -16,11 +16,13 @@ PERIODS = [(10, 10), (10, 33), (33, 10), (17, 7)]
 
 @pytest.mark.parametrize("periods", PERIODS)
 @pytest.mark.parametrize("seed", [1, 2])
-def test_stream_passes_every_word_once_in_order(periods, seed):
+@pytest.mark.parametrize("held", [False, True])
+def test_stream_passes_every_word_once_in_order(periods, seed, held):
+    # held: the source keeps its word until `i_ready`, as a FIFO does (the output reads it directly)
     m = Module()
     m.domains.a = ClockDomain()
     m.domains.b = ClockDomain()
-    m.submodules.dut = dut = StreamCDC(16, "a", "b")
+    m.submodules.dut = dut = StreamCDC(16, "a", "b", held=held)
     rng = random.Random(seed)
     words = [rng.randrange(1 << 16) for _ in range(60)]
     got = []
@@ -34,6 +36,7 @@ def test_stream_passes_every_word_once_in_order(periods, seed):
             ctx.set(dut.i_data, w)
             await ctx.tick("a").until(dut.i_ready)
         ctx.set(dut.i_valid, 0)
+        await ctx.tick("a").until(~dut.i_busy)  # the last word taken
 
     async def sink(ctx):
         while len(got) < len(words):

@@ -228,8 +228,11 @@ def test_tuples_in_frames_come_back_as_match_records(link_ns):
     assert last.design_id == 0xC0FFEE and last.tuple_bytes == 13 and last.record_bytes == 9
     assert (last.buffer_bytes, last.buffer_frames, last.baud, last.clock_hz) == \
         (256, 4, 1_000_000_000 // link_ns // DIV, 100_000_000)
-    # the design's counters, fetched across the clock domains, each in its own word
-    assert {k: last.counters[k] for k in P.DESIGN_COUNTERS} == counters
+    # the design's counters, fetched across the clock domains, each in its own word (a record is
+    # counted once it has been sent: the STATUS may go out before the last MATCHES frame)
+    fetched = {k: last.counters[k] for k in P.DESIGN_COUNTERS}
+    assert 1 <= fetched.pop("matches_out") <= counters.pop("matches_out")
+    assert fetched == counters
     assert last.accepted == len(payloads) and last.counters["rx_frames"] == len(payloads)
     assert acks(frames)[-1][:2] == (len(payloads), len(payloads))  # everything accepted and drained
     # board frames are numbered without gaps

@@ -29,27 +29,46 @@ from amaranth.lib.wiring import In, Out
 class StreamCDC(wiring.Component):
     """valid/ready words from domain ``i_domain`` into ``o_domain``, one at a time.
 
-    ``i_ready`` and ``o_valid`` are each the XOR of two flip-flops; ``o_data`` is a register of the
-    input side, stable while ``o_valid`` is high. Words pass in order, none lost or repeated."""
+    ``o_valid`` is the XOR of two flip-flops, ``i_ready`` a function of three. Words pass in order,
+    none lost or repeated; ``i_busy``: the input side has a word the output side has not taken.
 
-    def __init__(self, width: int, i_domain: str, o_domain: str):
-        self._width, self._i, self._o = width, i_domain, o_domain
-        super().__init__({"i_valid": In(1), "i_data": In(width), "i_ready": Out(1),
+    Two kinds:
+
+    * a register (default): the input side takes the word into a register of its own (``o_data``,
+      stable while ``o_valid``) and is ready for the next once the output side has taken it;
+    * ``held``: no register. The source must hold its word (valid high, data unchanged) until
+      ``i_ready``, as a FIFO's output does: the input side announces it, the output side reads
+      ``i_data`` itself and takes it, and only then does ``i_ready`` pulse, for a cycle, to pop it.
+    """
+
+    def __init__(self, width: int, i_domain: str, o_domain: str, *, held: bool = False):
+        self._width, self._i, self._o, self._held = width, i_domain, o_domain, held
+        super().__init__({"i_valid": In(1), "i_data": In(width), "i_ready": Out(1), "i_busy": Out(1),
                           "o_valid": Out(1), "o_data": Out(width), "o_ready": In(1)})
 
     def elaborate(self, platform):
         m = Module()
-        req = Signal()  # input side: toggled when a word is put into `data`
+        req = Signal()  # input side: toggled when a word is offered
         ack = Signal()  # output side: toggled when it is taken
-        data = Signal(self._width, reset_less=True)
         req_seen, ack_seen = Signal(), Signal()
         m.submodules.req_sync = FFSynchronizer(req, req_seen, o_domain=self._o, reset_less=False)
         m.submodules.ack_sync = FFSynchronizer(ack, ack_seen, o_domain=self._i, reset_less=False)
-        m.d.comb += [self.i_ready.eq(req == ack_seen), self.o_valid.eq(req_seen != ack), self.o_data.eq(data)]
-        with m.If(self.i_valid & self.i_ready):
-            m.d[self._i] += [data.eq(self.i_data), req.eq(~req)]
+        m.d.comb += self.o_valid.eq(req_seen != ack)
         with m.If(self.o_valid & self.o_ready):
             m.d[self._o] += ack.eq(~ack)
+        if self._held:
+            announced = Signal()  # the source's word is offered (and held by it) until it is taken
+            m.d.comb += [self.i_ready.eq(announced & (req == ack_seen)), self.i_busy.eq(announced),
+                         self.o_data.eq(self.i_data)]
+            with m.If(~announced & self.i_valid):
+                m.d[self._i] += [announced.eq(1), req.eq(~req)]
+            with m.If(self.i_ready):
+                m.d[self._i] += announced.eq(0)
+        else:
+            data = Signal(self._width, reset_less=True)
+            m.d.comb += [self.i_ready.eq(req == ack_seen), self.i_busy.eq(req != ack_seen), self.o_data.eq(data)]
+            with m.If(self.i_valid & self.i_ready):
+                m.d[self._i] += [data.eq(self.i_data), req.eq(~req)]
         return m
 
 

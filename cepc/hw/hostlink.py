@@ -107,11 +107,12 @@ class HostLink(wiring.Component):
         soft_rst = Signal()
         reset_pending = Signal()
         # the crossings (added to the outer module, with both domains' resets, at the end): bytes into
-        # the design, its records and spilled tuples out (each held in a register of the design's side
-        # until the link takes it), its status counters read one word at a time
+        # the design; its records and spilled tuples out, each read by the link where the design's
+        # output FIFOs hold it (`held`: the top keeps a record it offers until it is taken) and popped
+        # once sent; its status counters read one word at a time
         feed = StreamCDC(9, "link", "sync")
-        records = StreamCDC(len(top.m_tdata), "sync", "link")
-        spills = StreamCDC(len(top.spill_tdata), "sync", "link")
+        records = StreamCDC(len(top.m_tdata), "sync", "link", held=True)
+        spills = StreamCDC(len(top.spill_tdata), "sync", "link", held=True)
         counters = Fetch(48, len(P.DESIGN_COUNTERS), "link", "sync")
         m.d.comb += [
             records.i_valid.eq(top.m_tvalid), records.i_data.eq(top.m_tdata), top.m_tready.eq(records.i_ready),
@@ -297,7 +298,7 @@ class HostLink(wiring.Component):
         quiet_limit = top.latency + 32
         quiet = Signal(range(quiet_limit + 1))
         design_busy, design_busy_seen = Signal(), Signal()
-        busy = (rptr != commit) | inflight.any() | o_valid | ~feed.i_ready | records.o_valid | spills.o_valid | \
+        busy = (rptr != commit) | inflight.any() | o_valid | feed.i_busy | records.o_valid | spills.o_valid | \
             design_busy_seen
         with m.If(busy):
             m.d.sync += quiet.eq(0)
@@ -537,7 +538,7 @@ class HostLink(wiring.Component):
         # the design's side: its trouble and whether it holds anything, registered, then seen by the link
         flags = Module()
         flags.d.sync += [trouble.eq((top.dropped != 0) | (top.malformed != 0)),
-                         design_busy.eq(top.m_tvalid | top.spill_tvalid | ~records.i_ready | ~spills.i_ready
+                         design_busy.eq(top.m_tvalid | top.spill_tvalid | records.i_busy | spills.i_busy
                                         | feed.o_valid)]
         flags.submodules.trouble_sync = FFSynchronizer(trouble, trouble_seen, o_domain="link", reset_less=False)
         flags.submodules.busy_sync = FFSynchronizer(design_busy, design_busy_seen, o_domain="link",

@@ -367,12 +367,22 @@ class Top(wiring.Component):
         # --- output: round-robin over the queries' FIFOs ---------------------------------------------
         n = len(outputs)
         turn = Signal(range(max(n, 2)))
-        chosen = Signal(range(max(n, 2)))
+        pick = Signal(range(max(n, 2)))
         # the first FIFO with data at or after `turn`, wrapping around
         for offset in reversed(range(n)):
             for i in range(n):
                 with m.If((turn == i) & outputs[(i + offset) % n].r_rdy):
-                    m.d.comb += chosen.eq((i + offset) % n)
+                    m.d.comb += pick.eq((i + offset) % n)
+        # a record offered stays offered, unchanged, until taken (AXI-Stream; the host link reads it
+        # where it is): while one waits, the choice is held, even if a FIFO ahead of it fills
+        chosen = Signal(range(max(n, 2)))
+        if n > 1:
+            waiting = Signal()
+            waited = Signal.like(chosen)
+            m.d.sync += [waiting.eq(self.m_tvalid & ~self.m_tready), waited.eq(chosen)]
+            m.d.comb += chosen.eq(Mux(waiting, waited, pick))
+        else:
+            m.d.comb += chosen.eq(pick)
         valid = Cat(*(f.r_rdy for f in outputs)).any()
         data = outputs[0].r_data
         for i in range(1, n):
