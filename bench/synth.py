@@ -86,25 +86,28 @@ def markdown(rows: list[dict], seed: int | str) -> str:
         f"one thread and seed {seed} (the best of several, where a row lists them), router2), on the partitioner and size `--partitioner auto` picks for the board's device, at the board's clock. Targets (the issue's): "
         "Fmax ≥ 150 MHz on the ECP5-85F, ≥ 50 MHz on the iCE40UP5K. LUT: ECP5 LUT4s (TRELLIS_COMB), iCE40 logic "
         "cells; carry: CCU2C / SB_CARRY cells. Tuples/s: Fmax × tuples per cycle (½ with the pipeline partitioner). "
-        "UART: what the 3 Mbaud host link carries.",
+        "UART: what the 3 Mbaud host link carries. Link: the host link's own clock, Fmax of target (its "
+        "domain is apart from the design's). Commit: what a row was measured at, where rows were merged from "
+        "several runs.",
         "",
         "| example | board | partitions | LUT | FF | BRAM | carry | Fmax MHz | target | met | tuples/s at Fmax "
-        "| UART tuples/s | P&R s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+        "| UART tuples/s | link MHz | P&R s | commit |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['example']} | {r['board']} | | | | | | | {r['target_mhz']:g} | **no**: {r['error']} "
-                         f"| | | {r['seconds']} |")
+                         f"| | | | {r['seconds']} | {r.get('commit', '')} |")
             continue
         fmax = f"{r['fmax_mhz']:.1f}"
+        link = f"{r['link_fmax_mhz']:.0f} of {r['link_clock_mhz']:g}" if r.get("link_fmax_mhz") else ""
         if len(r.get("fmax_by_seed", {})) > 1:  # every seed's, the best first
             fmax += " (" + ", ".join(f"seed {k}: {v:.1f}" for k, v in r["fmax_by_seed"].items()) + ")"
         lines.append(
             f"| {r['example']} | {r['board']} ({r['device']}) | {r['partitions']} | {r['lut']:,} ({r['lut_percent']:.0f}%) "
             f"| {r['ff']:,} | {r['bram']} | {r['carry']} | {fmax} | {r['target_mhz']:g} "
             f"| {'yes' if r['met'] else '**no**'} | {r['tuples_per_second_at_fmax'] / 1e6:.1f} M "
-            f"| {r['tuples_per_second_uart']:,} | {r['seconds']} |")
+            f"| {r['tuples_per_second_uart']:,} | {link} | {r['seconds']} | {r.get('commit', '')} |")
     lines += ["", "Critical paths (nextpnr):", ""]
     for r in rows:
         if r.get("critical_path"):

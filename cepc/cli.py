@@ -221,7 +221,8 @@ def cmd_synth(args) -> int:
 def _print_synth(console, s: dict, args) -> None:
     o = s["options"]
     console.print(f"{s['board']} ({s['device']} {s['package']}): {s['query']}, {o['partitions']} partitions, "
-                  f"clock {o['clock_mhz']:g} MHz, UART {o['baud']:,} baud (÷{o['baud_divisor']})", highlight=False)
+                  f"clock {o['clock_mhz']:g} MHz (host link {o.get('link_clock_mhz', o['clock_mhz']):g} MHz), "
+                  f"UART {o['baud']:,} baud (÷{o['baud_divisor']})", highlight=False)
     names = {"lut": "LUTs" if s["family"] == "ecp5" else "logic cells", "ff": "flip-flops", "bram": "block RAM",
              "carry": "carry cells", "lutram": "LUT RAM", "dsp": "DSP", "io": "I/O", "pll": "PLL", "spram": "SPRAM"}
     for key, name in names.items():

@@ -50,8 +50,10 @@ def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, ca
     for key in ("lut", "ff", "bram", "carry"):
         assert r["resources"][key]["used"] > 0
     assert 0 < r["resources"]["lut"]["percent"] < 100
-    (clock,) = r["clocks"]
+    clock, link = r["clocks"]  # the design's first, then the host link's own
     assert clock["achieved_mhz"] >= clock["target_mhz"] == r["options"]["clock_mhz"] == float(freq)
+    assert "link_clk" in link["name"] and "link_clk" not in clock["name"]
+    assert link["met"] and link["target_mhz"] == r["options"]["link_clock_mhz"] <= float(freq)
     # achieved_mhz is rounded to 10 kHz in the report; tuples/s is from the unrounded Fmax (at most 5 kHz away)
     assert r["tuples_per_second_at_fmax"] == pytest.approx(clock["achieved_mhz"] * 1e6 * r["tuples_per_cycle"],
                                                            abs=5e3 * r["tuples_per_cycle"] + 1)

@@ -91,6 +91,10 @@ class LinkDesign:
     design_id: int
 
 
+# iCE40 (synth_ice40 -dffe_min_ce_use): flip-flops with an enable shared by fewer than this use LUT logic
+ICE40_MIN_CE_USE = 4
+
+
 def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
                 ways: int | None = None, link_hz: float | None = None) -> LinkDesign:
@@ -253,7 +257,11 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     progress("elaborating the board top (Amaranth)")
     # the registers that drive block RAM's pins, a copy per bank, are kept modules of their own so
     # that Yosys does not merge them back into one (cepc.hw.replica.Replica)
-    plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False,
+    # iCE40: a logic block's eight cells share one clock enable, so a flip-flop whose enable few others
+    # share needs a block of its own; at 90 % of the UP5K's cells nextpnr's placer then found no room
+    # for one (network: the arbiter's `turn`). Such enables go into the LUT instead.
+    extra = {"synth_opts": f"-dffe_min_ce_use {ICE40_MIN_CE_USE}"} if fam == "ice40" else {}
+    plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
                             script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*",
                             script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
     plan.extract(str(out))
