@@ -350,7 +350,7 @@ class Top(wiring.Component):
             self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy), spill.r_en.eq(self.spill_tready),
         ]
         levels.append(spill.w_level)
-        increment(m, self.dropped, spill_valid)  # counted as it is written (a cycle after the decision)
+        count_late(m, self.dropped, spill_valid)  # a cycle after it is written, like the other status counters
 
         # The pipeline advances while every FIFO has room. `en` is registered twice (it fans out to
         # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank
