@@ -5,9 +5,10 @@ The board top clocks them apart (:mod:`cepc.hw.board_top`): the link at a few te
 design at its Fmax, so the link's wide, slow decisions never limit the design's clock. What crosses
 between them is one word at a time, by a toggle handshake:
 
-* the sending side puts the word into a register of its own and toggles ``req``;
-* the receiving side sees ``req`` through a two-flip-flop synchroniser, takes the word (the
-  register, unchanged since before the toggle and until the word is taken) and toggles ``ack``;
+* the sending side puts the word into a register of its own (or, a FIFO's output, leaves it where
+  it is held) and toggles ``req``;
+* the receiving side sees ``req`` through a two-flip-flop synchroniser, takes the word (unchanged
+  since before the toggle and until the word is taken) and toggles ``ack``;
 * the sending side sees ``ack`` through a synchroniser of its own, and may send the next word.
 
 No multi-bit value is ever sampled while it changes, whatever the two clocks' ratio. A word takes
@@ -24,6 +25,16 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
+
+
+def _toggles(m: Module, req_domain: str, ack_domain: str):
+    """The toggle pair of a handshake: ``req`` (a register of ``req_domain``) and ``ack`` (of
+    ``ack_domain``), each seen on the other side through a two-flip-flop synchroniser that a reset
+    of that side clears. Returns ``req, ack, req_seen, ack_seen``."""
+    req, ack, req_seen, ack_seen = Signal(), Signal(), Signal(), Signal()
+    m.submodules.req_sync = FFSynchronizer(req, req_seen, o_domain=ack_domain, reset_less=False)
+    m.submodules.ack_sync = FFSynchronizer(ack, ack_seen, o_domain=req_domain, reset_less=False)
+    return req, ack, req_seen, ack_seen
 
 
 class StreamCDC(wiring.Component):
@@ -48,11 +59,8 @@ class StreamCDC(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        req = Signal()  # input side: toggled when a word is offered
-        ack = Signal()  # output side: toggled when it is taken
-        req_seen, ack_seen = Signal(), Signal()
-        m.submodules.req_sync = FFSynchronizer(req, req_seen, o_domain=self._o, reset_less=False)
-        m.submodules.ack_sync = FFSynchronizer(ack, ack_seen, o_domain=self._i, reset_less=False)
+        # req: toggled by the input side when a word is offered; ack: by the output side when taken
+        req, ack, req_seen, ack_seen = _toggles(m, self._i, self._o)
         m.d.comb += self.o_valid.eq(req_seen != ack)
         with m.If(self.o_valid & self.o_ready):
             m.d[self._o] += ack.eq(~ack)
@@ -81,19 +89,16 @@ class Fetch(wiring.Component):
     instant, never a mix of two. ``word`` is a register of the far side, stable while ``ready``."""
 
     def __init__(self, width: int, count: int, near_domain: str, far_domain: str):
-        self._width, self._count, self._near, self._far = width, count, near_domain, far_domain
+        self._width, self._near, self._far = width, near_domain, far_domain
         super().__init__({"values": In(width).array(count), "index": In(range(max(count, 2))),
                           "start": In(1), "ready": Out(1), "word": Out(width)})
 
     def elaborate(self, platform):
         m = Module()
-        req = Signal()  # near side: toggled by `start`
-        ack = Signal()  # far side: follows `req` once the word is registered
+        # req: toggled by the near side's `start`; ack: follows it on the far side once the word is in
+        req, ack, req_seen, ack_seen = _toggles(m, self._near, self._far)
         index = Signal.like(self.index, reset_less=True)  # near side, taken with `start`
         word = Signal(self._width, reset_less=True)
-        req_seen, ack_seen = Signal(), Signal()
-        m.submodules.req_sync = FFSynchronizer(req, req_seen, o_domain=self._far, reset_less=False)
-        m.submodules.ack_sync = FFSynchronizer(ack, ack_seen, o_domain=self._near, reset_less=False)
         with m.If(self.start):
             m.d[self._near] += [req.eq(~req), index.eq(self.index)]
         with m.If(req_seen != ack):

@@ -383,6 +383,7 @@ class HostLink(wiring.Component):
                 with m.Case(g):
                     m.d.sync += status_word.eq(picked[g])
         first_counter = P.STATUS_WORDS.index(P.DESIGN_COUNTERS[0])
+        # (a unit that is not a design counter fetches whatever its index wraps to, unused)
         m.d.comb += [counters.start.eq(units != units_then), counters.index.eq(units - first_counter)]
         settled = Signal(2)  # the fetched word has been in `counters.word` for one, two cycles
         m.d.sync += settled.eq(Cat(counters.ready & ~counters.start, settled[0]))
