@@ -88,3 +88,13 @@ def test_a_clock_the_pll_cannot_make_is_a_usage_error(tmp_path, capsys):
     assert main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "icebreaker",
                  "--freq", "900", "-o", str(tmp_path)]) == 1
     assert "error: the PLL cannot make 900 MHz from the board's 12 MHz; the nearest is" in capsys.readouterr().err
+
+
+def test_a_design_clock_below_the_host_links_is_refused(tmp_path, capsys):
+    # the iCEBreaker's host link runs on the 12 MHz oscillator; the design's clock may not be slower
+    rc = main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "icebreaker",
+               "--freq", "10", "-o", str(tmp_path)])
+    assert rc == 1
+    assert re.search(r"^error: the link's clock \(12 MHz\) must not be faster than the design's \(9\.9375 MHz\)$",
+                     capsys.readouterr().err, re.M)
+    assert not (tmp_path / "yosys.log").exists()  # refused before synthesis

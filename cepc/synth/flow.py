@@ -220,9 +220,6 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
             pll = with_link_clock(pll, baud)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    if pll.link_hz > pll.output_hz:
-        raise UsageError(f"--freq {freq:g} is below the host link's clock ({pll.link_hz / 1e6:g} MHz, the board's "
-                         f"oscillator); the design's clock must be at least as fast")
     try:
         design = lower(checked, opts.max_length)
     except ValueError as e:
