@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 import pandas as pd
+from amaranth.hdl import Elaboratable, Fragment
 from amaranth.sim import Simulator
 
 from cepc.hw.top import Top
@@ -34,6 +35,21 @@ def beats(data: bytes, width: int, last: bool = True) -> list[tuple[int, int, in
     return out
 
 
+class Ice40:
+    """Stands for an iCE40 platform (Amaranth names the family so): the design built for a small die."""
+    family = "iCE40"
+
+
+class OnPlatform(Elaboratable):
+    """``inner`` elaborated as for ``platform`` (simulation itself has none)."""
+
+    def __init__(self, inner, platform):
+        self.inner, self.platform = inner, platform
+
+    def elaborate(self, platform):
+        return Fragment.get(self.inner, self.platform)
+
+
 @dataclass
 class SimResult:
     records: list[dict] = field(default_factory=list)  # decoded match records, in output order
@@ -46,7 +62,8 @@ class SimResult:
 def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, bus_width: int = 32,
              partitions: int = 8, stall: float = 0.0, backpressure: float = 0.0, seed: int = 0,
              idle: int | None = None, evict_after: int | None = None, partitioner: str = "pipeline",
-             decoder: bool = True) -> SimResult:
+             decoder: bool = True, platform=None) -> SimResult:
+    """``platform``: elaborate the top as for it (:class:`Ice40`: as for the iCEBreaker)."""
     top = Top(design, bus_width=bus_width, partitions=partitions, evict_after=evict_after, partitioner=partitioner,
               decoder=decoder)
     rng = random.Random(seed)
@@ -99,7 +116,7 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
         for name in ("tuples_in", "matches_out", "dropped", "malformed", "evicted", "overflow"):
             result.counters[name] = ctx.get(getattr(top, name))
 
-    sim = Simulator(top)
+    sim = Simulator(OnPlatform(top, platform) if platform is not None else top)
     sim.add_clock(1e-8)
     sim.add_testbench(source)
     sim.add_testbench(sink)

@@ -20,6 +20,8 @@ from cepc.lang.check import check
 from cepc.lang.parse import parse_file
 from cepc.nfa.lower import lower
 
+import hwsim
+
 
 class Model:
     """What the table holds: per bucket, up to ``ways`` keys with a non-zero state."""
@@ -163,14 +165,14 @@ def test_a_table_cut_into_banks_equals_the_model(keys, ways, depth, stall, seed)
     drive(dut, keys, update, stall, seed)
 
 
-class Ice40:
-    """The UP5K: the table uses no copies beside its banks."""
-    family = "iCE40"  # as Amaranth's iCE40 platforms name it
+Ice40 = hwsim.Ice40  # the UP5K: the table uses no copies beside its banks
 
 
 @pytest.mark.parametrize("ways, entries, depth, stall, seed, platform", [
     (1, 64, 4, 0.0, 1, None), (2, 64, 4, 0.3, 2, None), (4, 64, 4, 0.5, 3, None), (4, 32, 4, 0.2, 4, None),
-    (1, 512, 64, 0.3, 5, None), (2, 64, 4, 0.3, 6, Ice40()), (1, 512, 64, 0.3, 7, Ice40())])
+    (1, 512, 64, 0.3, 5, None), (2, 64, 4, 0.3, 6, Ice40()), (1, 512, 64, 0.3, 7, Ice40()),
+    # more than GROUP_BANKS banks: the write reaches them through a copy per group, a cycle later
+    (1, 512, 16, 0.3, 8, None), (2, 256, 4, 0.4, 9, None), (1, 512, 16, 0.3, 10, Ice40())])
 def test_a_table_given_its_key_and_en_ahead_equals_the_model(ways, entries, depth, stall, seed, platform):
     # as the top wires it: the bucket hashed into a register two stages ahead, then copied beside
     # each bank (Replica) for its read address, and `en` copied beside each bank from `en_next`;
@@ -320,7 +322,7 @@ def test_reset_sweeps_the_table(inserted):
     assert len(sweep) == 1 + dut.buckets  # the cycle after the reset, then one bucket cleared per cycle
 
 
-@pytest.mark.parametrize("entries, ways, depth", [(256, 1, 64), (64, 4, 4)])
+@pytest.mark.parametrize("entries, ways, depth", [(256, 1, 64), (64, 4, 4), (256, 1, 8)])
 def test_keys_right_after_the_sweep_find_the_table_empty(entries, ways, depth):
     # Every bucket written, a reset, and keys back to back from the first cycle with a slot, the
     # buckets swept last first: their reads miss the last swept buckets' writes, which they must

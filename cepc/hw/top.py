@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
@@ -107,11 +107,12 @@ def payload_width(design: DesignPlan, decoder: bool = True) -> int:
     return design.tuple.nbytes * 8 + max(1, preds) + SEQ_WIDTH
 
 
-def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline") -> int:
+def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", small: bool = False) -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
-    record register 1, output FIFO 2, arbiter 1."""
-    return 7 + partitioner_depth(design, partitions, partitioner)
+    record register 1, output FIFO 1 (LUT RAM; ``small``, on an iCE40: 2, block RAM read through a
+    register), arbiter 1."""
+    return 6 + (1 if small else 0) + partitioner_depth(design, partitions, partitioner)
 
 
 class Top(wiring.Component):
@@ -153,12 +154,25 @@ class Top(wiring.Component):
 
     @property
     def latency(self) -> int:
+        """As built without a platform (and on an ECP5); :meth:`latency_on` for a given one."""
         return latency(self.design, self.partitions, self.partitioner)
+
+    def latency_on(self, platform) -> int:
+        return latency(self.design, self.partitions, self.partitioner, small=small_die(platform))
 
     def elaborate(self, platform):
         m = Module()
         design, tup = self.design, self.design.tuple
         depth = partitioner_depth(design, self.partitions, self.partitioner)
+
+        def output_fifo(width):
+            # The output FIFOs are 16 deep. An ECP5's LUT RAM reads them without a clock: its head is
+            # offered straight from LUT RAM, and taking it only moves a pointer and the count (a
+            # buffered FIFO's output register would put the pop onto the enables of a word-wide
+            # register). The iCE40 has no LUT RAM; there block RAM holds them, read through a register.
+            if small_die(platform):
+                return SyncFIFOBuffered(width=width, depth=OUTPUT_FIFO_DEPTH)
+            return SyncFIFO(width=width, depth=OUTPUT_FIFO_DEPTH)
 
         # --- framing ------------------------------------------------------------------
         m.submodules.framer = framer = Framer(self.bus_width, tup.nbytes)
@@ -306,16 +320,20 @@ class Top(wiring.Component):
             # (`active`: a partial match to keep; `matched`). They are joined after the registers:
             # joined before, the lookup's ways, the core and the FIFO's write enable were one path.
             # A tuple whose partial match has no place is dropped (spilled), and its record with it.
+            # A partitioner that places every key (direct-indexed, or a single partition) never drops.
             live = Signal(name=f"{qname}_live")
-            homeless = Signal(name=f"{qname}_homeless")
-            active = Signal(name=f"{qname}_active")
             matched = Signal(name=f"{qname}_matched")
-            m.d.sync += [live.eq(en_q & part.out_valid), homeless.eq(~part.out_hit & ~part.out_free),
-                         active.eq(core.next[:n_states].any()), matched.eq(core.match)]
-            drops.append(homeless & active)
-            record = Signal(self.record_layout, name=f"{qname}_record", reset_less=True)
+            m.d.sync += [live.eq(en_q & part.out_valid), matched.eq(core.match)]
             record_valid = Signal(name=f"{qname}_record_valid")
-            m.d.comb += record_valid.eq(live & matched & ~(homeless & active))
+            if part.places_every_key:
+                m.d.comb += record_valid.eq(live & matched)
+            else:
+                homeless = Signal(name=f"{qname}_homeless")
+                active = Signal(name=f"{qname}_active")
+                m.d.sync += [homeless.eq(~part.out_hit & ~part.out_free), active.eq(core.next[:n_states].any())]
+                drops.append(homeless & active)
+                m.d.comb += record_valid.eq(live & matched & ~(homeless & active))
+            record = Signal(self.record_layout, name=f"{qname}_record", reset_less=True)
             with m.If(en_q):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
             if q.measures:
@@ -329,28 +347,31 @@ class Top(wiring.Component):
                 written = Signal(self.record_layout, name=f"{qname}_written")
                 m.d.comb += [written.eq(record), written.measures.eq(measures.measures)]
                 record = written
-            fifo = SyncFIFOBuffered(width=self.record_layout.size, depth=OUTPUT_FIFO_DEPTH)
+            fifo = output_fifo(self.record_layout.size)
             m.submodules[f"{qname}_matches"] = fifo
             m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(record_valid)]
             levels.append(fifo.w_level)
             outputs.append(fifo)
 
         # --- spill stream: tuples some query could not place ------------------------------------
-        spill = SyncFIFOBuffered(width=self.tuple_width, depth=OUTPUT_FIFO_DEPTH)
-        m.submodules.spill = spill
-        spill_valid = Signal()
-        spill_data = Signal(self.tuple_width, reset_less=True)
-        spilling = Signal()  # a tuple left the partitioners last cycle (its drop decision's parts are registered)
-        m.d.sync += spilling.eq(en_payload & payload.o_valid)
-        m.d.comb += spill_valid.eq(spilling & Cat(*drops).any())
-        with m.If(en_payload):
-            m.d.sync += spill_data.eq(t_raw)
-        m.d.comb += [
-            spill.w_data.eq(spill_data), spill.w_en.eq(spill_valid),
-            self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy), spill.r_en.eq(self.spill_tready),
-        ]
-        levels.append(spill.w_level)
-        count_late(m, self.dropped, spill_valid)  # a cycle after it is written, like the other status counters
+        # (none, where every query's partitioner places every key: then there is no spill FIFO)
+        if drops:
+            spill = output_fifo(self.tuple_width)
+            m.submodules.spill = spill
+            spill_valid = Signal()
+            spill_data = Signal(self.tuple_width, reset_less=True)
+            spilling = Signal()  # a tuple left the partitioners last cycle (its drop decision's parts are registered)
+            m.d.sync += spilling.eq(en_payload & payload.o_valid)
+            m.d.comb += spill_valid.eq(spilling & Cat(*drops).any())
+            with m.If(en_payload):
+                m.d.sync += spill_data.eq(t_raw)
+            m.d.comb += [
+                spill.w_data.eq(spill_data), spill.w_en.eq(spill_valid),
+                self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy),
+                spill.r_en.eq(self.spill_tready),
+            ]
+            levels.append(spill.w_level)
+            count_late(m, self.dropped, spill_valid)  # a cycle after it is written, like the other status counters
 
         # The pipeline advances while every FIFO has room. `en` is registered twice (it fans out to
         # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank

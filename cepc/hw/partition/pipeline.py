@@ -89,6 +89,7 @@ class PipelinePartitioner(wiring.Component):
         self._vw = vector_width or state_width
         self._period = tick_period(evict_after) if evict_after else None
         self._xw = expiry_width
+        self.places_every_key = False  # a key finding every element taken is dropped
         super().__init__(_signature(key_width, state_width, expiry_width or 1))
 
     def elaborate(self, platform):
@@ -241,6 +242,7 @@ class SinglePartition(wiring.Component):
     def __init__(self, depth: int, state_width: int, vector_width: int | None = None):
         self._depth, self._sw = depth, state_width
         self._vw = vector_width or state_width
+        self.places_every_key = True
         super().__init__(_signature(1, state_width))
 
     def elaborate(self, platform):

@@ -65,6 +65,9 @@ DEPTH = 4  # enabled cycles from inject to out_*
 # looked up at c + 4; the write of the key k ahead is registered at c + 4 - k, copied beside each
 # bank at c + 5 - k, and taken at c + 6 - k at the latest
 FORWARD = DEPTH + 2
+# With more banks than this (on a large die), the write reaches them through a copy per group of
+# this many banks, and block RAM takes it a cycle later: FORWARD + 1 writes to forward
+GROUP_BANKS = 8
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
@@ -114,6 +117,8 @@ class TablePartitioner(wiring.Component):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
+        # direct-indexed, every key has an entry of its own: a tuple is never left without one
+        self.places_every_key = self.direct
         if self.direct:
             self.ways, self.buckets = 1, 1 << key_width
         else:
@@ -204,6 +209,10 @@ class TablePartitioner(wiring.Component):
         # the banks are far apart. The UP5K is small, and short of logic cells: there the banks use
         # the originals. (Simulation, with no platform, uses the copies, so the tests check them.)
         copies = not small_die(platform)
+        # Many banks span much of the die: the write then reaches them through a copy per group of
+        # banks, and block RAM takes it a cycle later (one more write to forward)
+        groups = -(-self.banks // GROUP_BANKS) if copies and self.banks > GROUP_BANKS else 0
+        forward = FORWARD + (1 if groups else 0)
         # `en` beside each bank: a copy registered from `en_next` (kept apart), else `en` itself
         bank_en = []
         for b in range(self.banks):
@@ -240,7 +249,7 @@ class TablePartitioner(wiring.Component):
                    "ways": Signal(W, name=f"w{j}_ways"), "entry": Signal(ew, name=f"w{j}_entry"),
                    "keep": Signal(name=f"w{j}_keep"), "key": Signal(kw, name=f"w{j}_key"),
                    "was": Signal(name=f"w{j}_was")}  # the entry it writes was in use
-                  for j in range(FORWARD)]
+                  for j in range(forward)]
         w0 = writes[0]
 
         # --- block RAM: banks × ways × columns, each bank's output registered ---------------------------
@@ -249,14 +258,21 @@ class TablePartitioner(wiring.Component):
         # path), and the bank is picked by an OR over the banks, not a multiplexer whose select lines
         # would have to reach every bank.
         sel2 = Signal(self.banks, name="bank2", reset_less=True)
-        taken = []  # per bank: the copy of w1 that block RAM takes
+        taken = []  # per bank: the copy of w1 (with groups, of w2) that block RAM takes
+        fields_ = ("valid", "index", "ways", "entry")
+        write_width = sum(len(w0[f]) for f in fields_)
+        group_write = []  # per group of banks: a copy of w1 in its midst, which its banks' copies take
+        for g in range(groups):
+            copy = m.submodules[f"{Replica.PREFIX}write_group{g}"] = Replica(write_width)
+            m.d.comb += [copy.d.eq(Cat(*(w0[f] for f in fields_))), copy.en.eq(bank_en[g * GROUP_BANKS])]
+            group_write.append(copy.q)
         for b in range(self.banks):
-            fields_ = ("valid", "index", "ways", "entry")
             if not copies:
                 taken.append({f: writes[1][f] for f in fields_})
                 continue
-            copy = m.submodules[f"{Replica.PREFIX}write{b}"] = Replica(sum(len(w0[f]) for f in fields_))
-            m.d.comb += [copy.d.eq(Cat(*(w0[f] for f in fields_))), copy.en.eq(bank_en[b])]
+            copy = m.submodules[f"{Replica.PREFIX}write{b}"] = Replica(write_width)
+            source = group_write[b // GROUP_BANKS] if groups else Cat(*(w0[f] for f in fields_))
+            m.d.comb += [copy.d.eq(source), copy.en.eq(bank_en[b])]
             parts, off = {}, 0
             for f in fields_:
                 parts[f] = copy.q[off:off + len(w0[f])]
@@ -296,8 +312,8 @@ class TablePartitioner(wiring.Component):
         # Block RAM missed the six writes ahead (taken with and after the read): whether each wrote this
         # bucket, and whether it was this key, is compared at stage 2 with the writes as they will be at
         # stage 3, registered, and registered again for stage 4.
-        same_bucket = [Signal(name=f"fwd{j}") for j in range(FORWARD)]
-        same_key = [Signal(name=f"fwd{j}_key") for j in range(FORWARD)]
+        same_bucket = [Signal(name=f"fwd{j}") for j in range(forward)]
+        same_key = [Signal(name=f"fwd{j}_key") for j in range(forward)]
         # after the next enabled edge: the key at stage 4, the write it forms, then the registered
         # writes (the swept buckets' among them: no key is at stage 2 while the table is swept)
         ahead = [(v3, i3, k3), (v4, i4, k4)] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
@@ -329,8 +345,8 @@ class TablePartitioner(wiring.Component):
             word3.append(wd)
             state, tag, _, _ = fields(wd)
             m.d.comb += [used3[w].eq(state[:vw].any()), tagged3[w].eq(tag == k3_tag if tag is not None else 1)]
-        bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(FORWARD)]
-        key3 = [Signal(name=f"key3_ahead{j}") for j in range(FORWARD)]
+        bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(forward)]
+        key3 = [Signal(name=f"key3_ahead{j}") for j in range(forward)]
         with m.If(self.en):
             for j, (valid, index, key) in enumerate(ahead):
                 # (direct-indexed, the bucket is the key: a write to it was the key's)
@@ -345,8 +361,8 @@ class TablePartitioner(wiring.Component):
             m.d.sync += sel2.eq(1 << bank_of(i1))
             for w in range(W):
                 m.d.sync += [word4[w].eq(word3[w]), used4[w].eq(used3[w]), tagged4[w].eq(tagged3[w])]
-            m.d.sync += [same_bucket[j].eq(bucket3[j]) for j in range(FORWARD)]
-            m.d.sync += [same_key[j].eq(key3[j]) for j in range(FORWARD)]
+            m.d.sync += [same_bucket[j].eq(bucket3[j]) for j in range(forward)]
+            m.d.sync += [same_key[j].eq(key3[j]) for j in range(forward)]
 
         # --- stage 4: the key's entry ------------------------------------------------------------------
         epoch = None
@@ -373,9 +389,10 @@ class TablePartitioner(wiring.Component):
             if stale_free:  # the newest write, else the older ones (decided at stage 3), else block RAM's
                 sel = same_bucket[0] & writes[0]["ways"][w]
                 u = Mux(sel, writes[0]["keep"], Mux(older_any[w], older_used[w], u))
-                o = Mux(sel, same_key[0], Mux(older_any[w], older_own[w], o))
+                if not self.direct:  # (direct-indexed, a write to the key's bucket was the key's)
+                    o = Mux(sel, same_key[0], Mux(older_any[w], older_own[w], o))
             else:  # the newest of the missed writes to this way (its expiry or stamp too), else block RAM's
-                for j in reversed(range(FORWARD)):
+                for j in reversed(range(forward)):
                     sel = same_bucket[j] & writes[j]["ways"][w]
                     entry = Mux(sel, writes[j]["entry"], entry)
                     u = Mux(sel, writes[j]["keep"], u)
@@ -415,21 +432,21 @@ class TablePartitioner(wiring.Component):
         # the way it hits. (A key is held at most once, so a hit on a way that a missed write touched is
         # a hit on the key's own newest write; only the state's select lines depend on the ways.)
         # The wide state is thus picked by flags from registers, not patched into every way.
-        words = [fields(writes[j]["entry"])[0] for j in range(FORWARD)] + [fields(word4[w])[0] for w in range(W)]
+        words = [fields(writes[j]["entry"])[0] for j in range(forward)] + [fields(word4[w])[0] for w in range(W)]
         state_out = Signal(sw)
         if stale_free:
             # Nothing goes stale, so only the key itself changes its entry: its own newest write ahead is
             # its state (even one that cleared it: a zero vector is a fresh partition), else block RAM's
             # way that is in use, holds the key and no write ahead touched. Which write is decided a stage
             # early and registered, so the state's select lines come from flip-flops (a gate for the ways).
-            picks_next = Signal(FORWARD)  # set below, once the write being formed is known
+            picks_next = Signal(forward)  # set below, once the write being formed is known
             touched = Signal(W, name="touched4")
-            picks = [Signal(name=f"pick4_write{j}") for j in range(FORWARD)] + \
+            picks = [Signal(name=f"pick4_write{j}") for j in range(forward)] + \
                     [used4[w] & tagged4[w] & ~touched[w] for w in range(W)]
             with m.If(self.en):
-                m.d.sync += Cat(*picks[:FORWARD]).eq(picks_next)
+                m.d.sync += Cat(*picks[:forward]).eq(picks_next)
         else:  # a stale entry is no state: what the lookup hit decides
-            mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(FORWARD)]
+            mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
             forwarded = Cat(*mine).any()
             picks = [t & hit for t in first(mine)] + [h & ~forwarded for h in hits]
         part = Const(0, sw)
@@ -465,22 +482,22 @@ class TablePartitioner(wiring.Component):
         if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 4
             ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
             writes3 = [hit | free] + [wr["ways"].any() for wr in writes[:-1]]  # (target: a hit's or a free one)
-            mine3 = [bucket3[j] & key3[j] & writes3[j] for j in range(FORWARD)]
+            mine3 = [bucket3[j] & key3[j] & writes3[j] for j in range(forward)]
             # a way a write ahead touched is the key's own write (then picked instead) or not the key's
-            touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(FORWARD))).any() for w in range(W)]
+            touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(forward))).any() for w in range(W)]
             m.d.comb += picks_next.eq(Cat(*first(mine3)))
             with m.If(self.en):  # (the bank's flags are registered as they are: the tag compare is long)
                 m.d.sync += touched.eq(Cat(*touched3))
             # and, for each way, the newest of the writes ahead but the one being formed that touched it
             # (those are registers now), with its flags: the lookup patches with the newest (then w0)
             for w in range(W):
-                sels = [bucket3[j] & ways3[j][w] for j in range(1, FORWARD)]
+                sels = [bucket3[j] & ways3[j][w] for j in range(1, forward)]
                 newest = first(sels)
                 with m.If(self.en):
                     m.d.sync += [
                         older_any[w].eq(Cat(*sels).any()),
-                        older_used[w].eq(Cat(*(n & writes[j]["keep"] for n, j in zip(newest, range(FORWARD - 1)))).any()),
-                        older_own[w].eq(Cat(*(n & key3[j + 1] for n, j in zip(newest, range(FORWARD - 1)))).any()),
+                        older_used[w].eq(Cat(*(n & writes[j]["keep"] for n, j in zip(newest, range(forward - 1)))).any()),
+                        older_own[w].eq(Cat(*(n & key3[j + 1] for n, j in zip(newest, range(forward - 1)))).any()),
                     ]
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter)
