@@ -60,7 +60,7 @@ class Framer(wiring.Component):
         # and the next one is partly in (with room for one tuple only, a tuple every other cycle
         # from a bus narrower than a tuple would take three cycles).
         cap = 2 * tb + wb  # bytes the buffer can hold
-        buf = Signal(cap * 8)
+        buf = Signal(cap * 8, reset_less=True)  # (data: only `count` says what it holds)
         count = Signal(range(cap + 1))  # bytes held
         m_shape = signed(len(count) + 2)  # down to -3 tb
         count_m = Signal(m_shape, init=-tb)  # count - tb
@@ -153,9 +153,9 @@ class Framer(wiring.Component):
         output register. No trim cycle: a packet's last beat resets the byte count at once."""
         m = Module()
         tb = self._tb
-        asm = Signal(tb * 8)  # the tuple being assembled, its newest byte at the top
+        asm = Signal(tb * 8, reset_less=True)  # the tuple being assembled, its newest byte at the top
         n = Signal(range(tb))  # bytes assembled
-        out = Signal(tb * 8)
+        out = Signal(tb * 8, reset_less=True)  # (data: `out_valid` says when)
         out_valid = Signal()
         room = Signal(init=1)
         m.d.comb += [self.ready.eq(room), self.tuples.valid.eq(out_valid), self.tuples.payload.eq(out)]

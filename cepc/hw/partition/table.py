@@ -222,18 +222,24 @@ class TablePartitioner(wiring.Component):
                 bank_en.append(copy.q)
             else:
                 bank_en.append(self.en)
-        index0 = Signal(ib)
+        index0 = Signal(ib, reset_less=True)
         read_at = []  # per bank: the read address (a copy of index0's low bits when the key is early)
         if self.early_key:  # index_of(key) by construction: all move on the same enabled edges from 0
-            index_ahead = Signal(ib, name="index_ahead")
+            index_ahead = Signal(ib, name="index_ahead", reset_less=True)
             with m.If(self.en):
                 m.d.sync += [index_ahead.eq(index_of(self.next_key)), index0.eq(index_ahead)]
+            group_read = []  # with groups of banks: a copy of index_ahead in the midst of each
+            for g in range(groups):
+                copy = m.submodules[f"{Replica.PREFIX}read_group{g}"] = Replica(max(1, low))
+                m.d.comb += [copy.d.eq(index_of(self.next_key)[:low]), copy.en.eq(bank_en[g * GROUP_BANKS])]
+                group_read.append(copy.q)
             for b in range(self.banks):
                 if not copies:
                     read_at.append(index0[:low])
                     continue
                 copy = m.submodules[f"{Replica.PREFIX}read{b}"] = Replica(max(1, low))
-                m.d.comb += [copy.d.eq(index_ahead[:low]), copy.en.eq(bank_en[b])]
+                m.d.comb += [copy.d.eq(group_read[b // GROUP_BANKS] if groups else index_ahead[:low]),
+                             copy.en.eq(bank_en[b])]
                 read_at.append(copy.q)
         else:
             m.d.comb += index0.eq(index_of(self.key))
@@ -245,10 +251,13 @@ class TablePartitioner(wiring.Component):
         # swept buckets'.
         # Each writes one entry (or none) of its bucket: `ways` one-hot, `entry` the new entry; `keep`
         # (its vector is not zero) is kept beside it so the forwarding multiplexer need not OR it again.
-        writes = [{"valid": Signal(name=f"w{j}_valid"), "index": Signal(ib, name=f"w{j}_index"),
-                   "ways": Signal(W, name=f"w{j}_ways"), "entry": Signal(ew, name=f"w{j}_entry"),
-                   "keep": Signal(name=f"w{j}_keep"), "key": Signal(kw, name=f"w{j}_key"),
-                   "was": Signal(name=f"w{j}_was")}  # the entry it writes was in use
+        # Only `valid` has a reset (every use of the others is gated by it): a reset reaches few flip-flops.
+        writes = [{"valid": Signal(name=f"w{j}_valid"), "index": Signal(ib, name=f"w{j}_index", reset_less=True),
+                   "ways": Signal(W, name=f"w{j}_ways", reset_less=True),
+                   "entry": Signal(ew, name=f"w{j}_entry", reset_less=True),
+                   "keep": Signal(name=f"w{j}_keep", reset_less=True),
+                   "key": Signal(kw, name=f"w{j}_key", reset_less=True),
+                   "was": Signal(name=f"w{j}_was", reset_less=True)}  # the entry it writes was in use
                   for j in range(forward)]
         w0 = writes[0]
 
@@ -279,12 +288,16 @@ class TablePartitioner(wiring.Component):
                 off += len(w0[f])
             taken.append(parts)
         bank_q = []  # [bank][way]: the stage-3 registers of the bank's read data, zero unless the key's
+        bank_used = []  # [bank][way]: beside them, whether the way is in use (its vector is not zero)
         for b in range(self.banks):
-            row = []
+            row, row_used = [], []
             clear = Signal(name=f"bank{b}_clear")
             m.d.comb += clear.eq(bank_en[b] & ~sel2[b])
             for w in range(W):
                 q = Signal(ew, name=f"bank{b}_way{w}", reset_less=True)  # (v3 says whether it is a key's)
+                u = Signal(name=f"bank{b}_way{w}_used", reset_less=True)
+                row_used.append(u)
+                read = []  # the columns' read data, lowest first
                 for c, (lo, hi) in enumerate(self.columns):
                     # read through block RAM's own output register (on ECP5; elsewhere a flip-flop)
                     ram = RegisteredRam(hi - lo, self.bank_depth)
@@ -294,18 +307,25 @@ class TablePartitioner(wiring.Component):
                         m.d.sync += q[lo:hi].eq(0)
                     with m.Elif(bank_en[b]):
                         m.d.sync += q[lo:hi].eq(ram.r_data)
+                    read.append(ram.r_data)
                     # w1's copy: written again in a stall, which changes nothing (the word is the same)
                     m.d.comb += [ram.w_addr.eq(taken[b]["index"][:low]), ram.w_data.eq(taken[b]["entry"][lo:hi]),
                                  ram.w_en.eq(taken[b]["valid"] & taken[b]["ways"][w] &
                                              (bank_of(taken[b]["index"]) == b))]
+                with m.If(clear):
+                    m.d.sync += u.eq(0)
+                with m.Elif(bank_en[b]):
+                    m.d.sync += u.eq(Cat(*read)[:vw].any())
                 row.append(q)
             bank_q.append(row)
+            bank_used.append(row_used)
 
         # --- stages 1–4: the key, and its bucket as block RAM had it when the read was sampled ----------
-        v1, k1, i1 = Signal(), Signal(kw), Signal(ib)
-        v2, k2, i2 = Signal(), Signal(kw), Signal(ib)
-        v3, k3, i3 = Signal(), Signal(kw), Signal(ib)
-        v4, k4, i4 = Signal(), Signal(kw), Signal(ib)
+        # (a key and its bucket have no reset: `v` says whether they hold one)
+        v1, k1, i1 = Signal(), Signal(kw, reset_less=True), Signal(ib, reset_less=True)
+        v2, k2, i2 = Signal(), Signal(kw, reset_less=True), Signal(ib, reset_less=True)
+        v3, k3, i3 = Signal(), Signal(kw, reset_less=True), Signal(ib, reset_less=True)
+        v4, k4, i4 = Signal(), Signal(kw, reset_less=True), Signal(ib, reset_less=True)
         word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
         used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
         tagged4 = [Signal(name=f"tagged4_way{w}") for w in range(W)]
@@ -343,8 +363,10 @@ class TablePartitioner(wiring.Component):
             wd = Signal(ew, name=f"word3_way{w}")
             m.d.comb += wd.eq(word)
             word3.append(wd)
-            state, tag, _, _ = fields(wd)
-            m.d.comb += [used3[w].eq(state[:vw].any()), tagged3[w].eq(tag == k3_tag if tag is not None else 1)]
+            _, tag, _, _ = fields(wd)
+            # (in use: the OR of each bank's flag, decided beside the bank, not from the word's OR)
+            m.d.comb += [used3[w].eq(Cat(*(bank_used[b][w] for b in range(self.banks))).any()),
+                         tagged3[w].eq(tag == k3_tag if tag is not None else 1)]
         bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(forward)]
         key3 = [Signal(name=f"key3_ahead{j}") for j in range(forward)]
         with m.If(self.en):
