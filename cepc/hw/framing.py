@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .counter import count_late
 from .layouts import COUNTER_WIDTH
+from .replica import small_die
 
 
 class Framer(wiring.Component):
@@ -52,15 +53,17 @@ class Framer(wiring.Component):
         })
 
     def elaborate(self, platform):
+        # data registers without a reset, only off the iCE40 (see cepc.hw.partition.table's `bare`)
+        bare = not small_die(platform)
         if self._wb == 1:
-            return self._elaborate_serial()
+            return self._elaborate_serial(bare)
         m = Module()
         wb, tb = self._wb, self._tb
         # Two tuples and a beat: a beat may arrive while a whole tuple waits for its consumer
         # and the next one is partly in (with room for one tuple only, a tuple every other cycle
         # from a bus narrower than a tuple would take three cycles).
         cap = 2 * tb + wb  # bytes the buffer can hold
-        buf = Signal(cap * 8, reset_less=True)  # (data: only `count` says what it holds)
+        buf = Signal(cap * 8, reset_less=bare)  # (data: only `count` says what it holds)
         count = Signal(range(cap + 1))  # bytes held
         m_shape = signed(len(count) + 2)  # down to -3 tb
         count_m = Signal(m_shape, init=-tb)  # count - tb
@@ -148,14 +151,14 @@ class Framer(wiring.Component):
         count_late(m, self.malformed, trim & (trim_k[0] != count))
         return m
 
-    def _elaborate_serial(self):
+    def _elaborate_serial(self, bare: bool):
         """An 8-bit bus: bytes shift into an assembly register, a whole tuple moves to the
         output register. No trim cycle: a packet's last beat resets the byte count at once."""
         m = Module()
         tb = self._tb
-        asm = Signal(tb * 8, reset_less=True)  # the tuple being assembled, its newest byte at the top
+        asm = Signal(tb * 8, reset_less=bare)  # the tuple being assembled, its newest byte at the top
         n = Signal(range(tb))  # bytes assembled
-        out = Signal(tb * 8, reset_less=True)  # (data: `out_valid` says when)
+        out = Signal(tb * 8, reset_less=bare)  # (data: `out_valid` says when)
         out_valid = Signal()
         room = Signal(init=1)
         m.d.comb += [self.ready.eq(room), self.tuples.valid.eq(out_valid), self.tuples.payload.eq(out)]

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
 from .counter import add, count_late, increment
 from .decoder import PredicateDecoder
 from .delay import DelayLine
+from .fifo import OutputFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
 from .nfa_core import DfaCore, Measures, NfaCore, PartialMatchCore
@@ -45,9 +46,10 @@ from .replica import Replica, small_die
 
 OUTPUT_FIFO_DEPTH = 16
 # Writes that can still reach a FIFO after its level is seen: the record register, the NFA
-# stage that `en` let through, one for the level's own register, and one for `en_next` (`en` is
-# registered twice: the first register feeds copies of it across the die).
-STALL_MARGIN = 4
+# stage that `en` let through, one for the level's own register, one for `en_next` (`en` is
+# registered twice: the first register feeds copies of it across the die), and one in the FIFO's
+# write register (cepc.hw.fifo; the level counts the words stored).
+STALL_MARGIN = 5
 
 
 PARTITIONERS = ("table", "pipeline")
@@ -107,12 +109,11 @@ def payload_width(design: DesignPlan, decoder: bool = True) -> int:
     return design.tuple.nbytes * 8 + max(1, preds) + SEQ_WIDTH
 
 
-def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", small: bool = False) -> int:
+def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline") -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
-    record register 1, output FIFO 1 (LUT RAM; ``small``, on an iCE40: 2, block RAM read through a
-    register), arbiter 1."""
-    return 6 + (1 if small else 0) + partitioner_depth(design, partitions, partitioner)
+    record register 1, output FIFO 2, arbiter 1."""
+    return 7 + partitioner_depth(design, partitions, partitioner)
 
 
 class Top(wiring.Component):
@@ -154,11 +155,7 @@ class Top(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """As built without a platform (and on an ECP5); :meth:`latency_on` for a given one."""
         return latency(self.design, self.partitions, self.partitioner)
-
-    def latency_on(self, platform) -> int:
-        return latency(self.design, self.partitions, self.partitioner, small=small_die(platform))
 
     def elaborate(self, platform):
         m = Module()
@@ -166,13 +163,12 @@ class Top(wiring.Component):
         depth = partitioner_depth(design, self.partitions, self.partitioner)
 
         def output_fifo(width):
-            # The output FIFOs are 16 deep. An ECP5's LUT RAM reads them without a clock: its head is
-            # offered straight from LUT RAM, and taking it only moves a pointer and the count (a
-            # buffered FIFO's output register would put the pop onto the enables of a word-wide
-            # register). The iCE40 has no LUT RAM; there block RAM holds them, read through a register.
+            # The output FIFOs are 16 deep: off the iCE40, a write register beside LUT RAM read without
+            # a clock (cepc.hw.fifo); the iCE40 has no LUT RAM, and block RAM holds them, read through a
+            # register. Either way a record written can be read two cycles later.
             if small_die(platform):
                 return SyncFIFOBuffered(width=width, depth=OUTPUT_FIFO_DEPTH)
-            return SyncFIFO(width=width, depth=OUTPUT_FIFO_DEPTH)
+            return OutputFifo(width, OUTPUT_FIFO_DEPTH)
 
         # --- framing ------------------------------------------------------------------
         m.submodules.framer = framer = Framer(self.bus_width, tup.nbytes)

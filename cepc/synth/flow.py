@@ -325,7 +325,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     parsed.clocks.sort(key=lambda c: c.name != clock_name)
     parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
 
-    summary = _summary(parsed, ld, opts, pll, partitions, baud, checked, platform)
+    summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
     bitstream = None
     timing_ok = parsed.timing_met
     if timing_ok or opts.allow_timing_fail:
@@ -404,7 +404,7 @@ def _reserved_message(design, device, reserved) -> str:
 
 
 def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, partitions: int, baud: int,
-             checked, platform) -> dict:
+             checked) -> dict:
     from ..hw.top import pipelined
 
     per_cycle = 0.5 if pipelined(ld.design, ld.top.partitioner) else 1.0
@@ -428,5 +428,5 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
         "tuples_per_second_at_fmax": round(clock.achieved_mhz * 1e6 * per_cycle) if clock else None,
         "tuples_per_second_at_clock": round(pll.output_hz * per_cycle),
         "tuples_per_second_uart": round(uart_tps),
-        "latency_cycles": ld.top.latency_on(platform),
+        "latency_cycles": ld.top.latency,
     }

@@ -1,0 +1,72 @@
+"""The top's output FIFOs off the iCE40: a write register in front of LUT RAM read without a clock.
+
+Each query's match records, and the tuples the partitioners could not place, leave through a
+16-deep FIFO. On a large die the FIFO sits by the output, far from the partitioner and the NFA core
+whose registers decide a write; and a buffered FIFO's output register puts the pop onto the enables
+of a word-wide register. So here:
+
+* a write is registered first (``w_data``, ``w_en``), beside the memory, and stored the next cycle;
+* the memory is LUT RAM read without a clock (an ECP5's TRELLIS_DPR16X4; distributed RAM, MLABs):
+  the head word is offered straight from it, and taking it moves a pointer and the count only;
+* ``w_level`` counts the words stored, not the one in the write register: the caller keeps a slot
+  for it (:data:`cepc.hw.top.STALL_MARGIN`). ``r_rdy`` is a register.
+
+A word written at one edge can be read after the second, as from amaranth's SyncFIFOBuffered
+(which the iCE40, without LUT RAM, uses in block RAM): both back ends take the same cycles.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+
+class OutputFifo(wiring.Component):
+    """``depth`` words of ``width`` bits; ``amaranth.lib.fifo``'s port names. A write when full is
+    lost (the top stalls its pipeline before that can happen)."""
+
+    def __init__(self, width: int, depth: int):
+        if depth < 2:
+            raise ValueError(f"the FIFO needs at least two words, not {depth}")
+        self.width, self.depth = width, depth
+        super().__init__({"w_data": In(width), "w_en": In(1), "w_level": Out(range(depth + 1)),
+                          "r_data": Out(width), "r_rdy": Out(1), "r_en": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        depth = self.depth
+        m.submodules.storage = storage = Memory(shape=self.width, depth=depth, init=[])
+        w_port = storage.write_port()
+        r_port = storage.read_port(domain="comb")
+
+        data = Signal(self.width, reset_less=True)  # the write register
+        valid = Signal()
+        m.d.sync += [valid.eq(self.w_en), data.eq(self.w_data)]
+
+        produce = Signal(range(depth))
+        consume = Signal(range(depth))
+        level = Signal(range(depth + 1))
+        ready = Signal()  # level != 0, registered
+        writing = Signal()
+        reading = Signal()
+        m.d.comb += [
+            writing.eq(valid & (level != depth)), reading.eq(self.r_en & ready),
+            w_port.addr.eq(produce), w_port.data.eq(data), w_port.en.eq(writing),
+            r_port.addr.eq(consume),
+            self.r_data.eq(r_port.data), self.r_rdy.eq(ready), self.w_level.eq(level),
+        ]
+        with m.If(writing):
+            m.d.sync += produce.eq(_wrap(produce, depth))
+        with m.If(reading):
+            m.d.sync += consume.eq(_wrap(consume, depth))
+        with m.If(writing & ~reading):
+            m.d.sync += [level.eq(level + 1), ready.eq(1)]
+        with m.Elif(reading & ~writing):
+            m.d.sync += [level.eq(level - 1), ready.eq(level != 1)]
+        return m
+
+
+def _wrap(pointer, depth):
+    return Mux(pointer == depth - 1, 0, pointer + 1)
