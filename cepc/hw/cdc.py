@@ -85,8 +85,9 @@ class Fetch(wiring.Component):
 
     Near side: ``start`` (a cycle) asks for ``values[index]`` (``index`` is taken with it);
     ``ready`` rises once the word is in ``word`` and stays high until the next ``start``. The far
-    side registers the word the cycle it sees the request, so it is one value of the counter at one
-    instant, never a mix of two. ``word`` is a register of the far side, stable while ``ready``."""
+    side registers the word the cycle it sees the request (the value it had a cycle before), so it is
+    one value of the counter at one instant, never a mix of two. ``word`` is a register of the far
+    side, stable while ``ready``."""
 
     def __init__(self, width: int, count: int, near_domain: str, far_domain: str):
         self._width, self._near, self._far = width, near_domain, far_domain
@@ -99,13 +100,18 @@ class Fetch(wiring.Component):
         req, ack, req_seen, ack_seen = _toggles(m, self._near, self._far)
         index = Signal.like(self.index, reset_less=True)  # near side, taken with `start`
         word = Signal(self._width, reset_less=True)
+        # The far side picks values[index] into `sample` every cycle, and takes `sample` into `word`
+        # when it sees the request: the multiplexer is off the path of the word's enables. `index`
+        # changed with `req`, two far edges before `req_seen` does, so the `sample` taken then is of
+        # a settled index (and of the counter one cycle earlier).
+        sample = Signal(self._width, reset_less=True)
         with m.If(self.start):
             m.d[self._near] += [req.eq(~req), index.eq(self.index)]
+        with m.Switch(index):
+            for i, value in enumerate(self.values):
+                with m.Case(i):
+                    m.d[self._far] += sample.eq(value)
         with m.If(req_seen != ack):
-            with m.Switch(index):
-                for i, value in enumerate(self.values):
-                    with m.Case(i):
-                        m.d[self._far] += word.eq(value)
-            m.d[self._far] += ack.eq(req_seen)
+            m.d[self._far] += [word.eq(sample), ack.eq(req_seen)]
         m.d.comb += [self.ready.eq(req == ack_seen), self.word.eq(word)]
         return m
