@@ -68,6 +68,7 @@ FORWARD = DEPTH + 2
 # With more banks than this (on a large die), the write reaches them through a copy per group of
 # this many banks, and block RAM takes it a cycle later: FORWARD + 1 writes to forward
 GROUP_BANKS = 8
+COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits per registered chunk
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
@@ -350,16 +351,14 @@ class TablePartitioner(wiring.Component):
         # The key at stages 2 and 3 equals the top's tuple registers there, which synthesis would merge
         # it with: one register fanning out across the die to the tag compares of every way of every
         # query, and to the spill FIFO (network's critical path: a 5.2 ns route; marathon's, direct-
-        # indexed, where the bucket is the key). Each way's tag compare takes a copy of its own, and
-        # the compares with the writes ahead another (their bucket's; the key's when it is hashed).
+        # indexed, where the bucket is the key). Each way's tag compare takes a copy of its own; the
+        # compares with the writes ahead start a stage earlier, from stage 1's key (below).
         def copy_of(name, value, d):
             if not copies:
                 return value
             copy = m.submodules[f"{Replica.PREFIX}{name}"] = Replica(len(value))
             m.d.comb += [copy.d.eq(d), copy.en.eq(self.en)]
             return copy.q
-        i2_ahead = copy_of("index2", i2, i1)
-        k2_ahead = copy_of("key2", k2, k1) if self.tag_width else None
         for w in range(W):
             k3_tag = copy_of(f"key3_way{w}", k3, k2) if self.tag_width else None
             word = Const(0, ew)
@@ -374,11 +373,34 @@ class TablePartitioner(wiring.Component):
                          tagged3[w].eq(tag == k3_tag if tag is not None else 1)]
         bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(forward)]
         key3 = [Signal(name=f"key3_ahead{j}") for j in range(forward)]
+        if copies:
+            # On a large die the compares are started a stage earlier, in chunks: at stage 1, the key
+            # and its bucket with what each of those ahead will be after the next enabled edge (what
+            # it is at stage 2), a register per chunk; at stage 2 the chunks are joined with `valid`.
+            # (Every register here moves on the same enabled edges. The key at stage 4 forms w0: no key
+            # is at stage 1 while the table is swept, and a swept bucket's write is compared once it
+            # is registered.)
+            before = [(i2, k2), (i3, k3), (i4, k4)] + [(wr["index"], wr["key"]) for wr in writes[:-3]]
+
+            def chunked(name, a, b):
+                parts = [a[c:c + COMPARE_CHUNK] == b[c:c + COMPARE_CHUNK] for c in range(0, len(a), COMPARE_CHUNK)]
+                reg = Signal(len(parts), name=name, reset_less=True)
+                with m.If(self.en):
+                    m.d.sync += reg.eq(Cat(*parts))
+                return reg.all()
+
+            early = [(chunked(f"bucket2_ahead{j}", index, i1), chunked(f"key2_ahead{j}", key, k1) if self.tag_width
+                      else Const(1)) for j, (index, key) in enumerate(before)]
+            with m.If(self.en):
+                for j, ((valid, _, _), (same_index, same_key_)) in enumerate(zip(ahead, early)):
+                    m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
+        else:  # (the UP5K: logic cells are short; the key's own registers)
+            with m.If(self.en):
+                for j, (valid, index, key) in enumerate(ahead):
+                    # (direct-indexed, the bucket is the key: a write to it was the key's)
+                    m.d.sync += [bucket3[j].eq(valid & (index == i2)),
+                                 key3[j].eq(key == k2 if self.tag_width else 1)]
         with m.If(self.en):
-            for j, (valid, index, key) in enumerate(ahead):
-                # (direct-indexed, the bucket is the key: a write to it was the key's)
-                m.d.sync += [bucket3[j].eq(valid & (index == i2_ahead)),
-                             key3[j].eq(1 if k2_ahead is None else key == k2_ahead)]
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
                 v2.eq(v1), k2.eq(k1), i2.eq(i1),
