@@ -40,8 +40,8 @@ def _toggles(m: Module, req_domain: str, ack_domain: str):
 class StreamCDC(wiring.Component):
     """valid/ready words from domain ``i_domain`` into ``o_domain``, one at a time.
 
-    ``o_valid`` is the XOR of two flip-flops, ``i_ready`` a function of three. Words pass in order,
-    none lost or repeated; ``i_busy``: the input side has a word the output side has not taken.
+    ``o_valid`` is the XOR of two flip-flops, ``i_ready`` a function of three (held: a flip-flop).
+    Words pass in order, none lost or repeated; ``i_busy``: the input side has a word the output side has not taken.
 
     Two kinds:
 
@@ -66,11 +66,15 @@ class StreamCDC(wiring.Component):
             m.d[self._o] += ack.eq(~ack)
         if self._held:
             announced = Signal()  # the source's word is offered (and held by it) until it is taken
-            m.d.comb += [self.i_ready.eq(announced & (req == ack_seen)), self.i_busy.eq(announced),
-                         self.o_data.eq(self.i_data)]
-            with m.If(~announced & self.i_valid):
+            # the pop is a register (it reaches the source's FIFO, which may be across the die): set
+            # the cycle after the output side's `ack` is seen, and the next word is announced the
+            # cycle after it
+            pop = Signal()
+            m.d[self._i] += pop.eq(announced & (req == ack_seen) & ~pop)
+            m.d.comb += [self.i_ready.eq(pop), self.i_busy.eq(announced), self.o_data.eq(self.i_data)]
+            with m.If(~announced & ~pop & self.i_valid):
                 m.d[self._i] += [announced.eq(1), req.eq(~req)]
-            with m.If(self.i_ready):
+            with m.If(pop):
                 m.d[self._i] += announced.eq(0)
         else:
             data = Signal(self._width, reset_less=True)

@@ -9,7 +9,7 @@ of a word-wide register. So here:
 * the memory is LUT RAM read without a clock (an ECP5's TRELLIS_DPR16X4; distributed RAM, MLABs):
   the head word is offered straight from it, and taking it moves a pointer and the count only;
 * ``w_level`` counts the words stored, not the one in the write register: the caller keeps a slot
-  for it (:data:`cepc.hw.top.STALL_MARGIN`). ``r_rdy`` is a register.
+  for it (:data:`cepc.hw.top.STALL_MARGIN`). ``r_rdy``, and whether there is space, are registers.
 
 A word written at one edge can be read after the second, as from amaranth's SyncFIFOBuffered
 (which the iCE40, without LUT RAM, uses in block RAM): both back ends take the same cycles.
@@ -49,10 +49,11 @@ class OutputFifo(wiring.Component):
         consume = Signal(range(depth))
         level = Signal(range(depth + 1))
         ready = Signal()  # level != 0, registered
+        space = Signal(init=1)  # level != depth, registered
         writing = Signal()
         reading = Signal()
         m.d.comb += [
-            writing.eq(valid & (level != depth)), reading.eq(self.r_en & ready),
+            writing.eq(valid & space), reading.eq(self.r_en & ready),
             w_port.addr.eq(produce), w_port.data.eq(data), w_port.en.eq(writing),
             r_port.addr.eq(consume),
             self.r_data.eq(r_port.data), self.r_rdy.eq(ready), self.w_level.eq(level),
@@ -62,9 +63,9 @@ class OutputFifo(wiring.Component):
         with m.If(reading):
             m.d.sync += consume.eq(_wrap(consume, depth))
         with m.If(writing & ~reading):
-            m.d.sync += [level.eq(level + 1), ready.eq(1)]
+            m.d.sync += [level.eq(level + 1), ready.eq(1), space.eq(level != depth - 1)]
         with m.Elif(reading & ~writing):
-            m.d.sync += [level.eq(level - 1), ready.eq(level != 1)]
+            m.d.sync += [level.eq(level - 1), ready.eq(level != 1), space.eq(1)]
         return m
 
 
