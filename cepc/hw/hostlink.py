@@ -536,18 +536,29 @@ class HostLink(wiring.Component):
         outer.d.comb += [rst_design.d.eq(rst_seen), rst_design.en.eq(1)]
         resets = {"link": rst_link.q, "sync": rst_design.q}
 
+        # the byte from the crossing into a register beside the design's framer (the crossing sits by
+        # the link: its handshake with the framer's ready was a route across the die), then the design
+        inlet = Module()
+        byte_valid = Signal()
+        byte = Signal(9, reset_less=True)
+        inlet.d.comb += feed.o_ready.eq(~byte_valid)
+        with inlet.If(~byte_valid & feed.o_valid):
+            inlet.d.sync += [byte_valid.eq(1), byte.eq(feed.o_data)]
+        with inlet.Elif(top.s_tready):
+            inlet.d.sync += byte_valid.eq(0)
+        outer.submodules.inlet = ResetInserter(resets)(inlet)
+
         # the design's side: its trouble and whether it holds anything, registered, then seen by the link
         flags = Module()
         flags.d.sync += [trouble.eq((top.dropped != 0) | (top.malformed != 0)),
                          design_busy.eq(top.m_tvalid | top.spill_tvalid | records.i_busy | spills.i_busy
-                                        | feed.o_valid)]
+                                        | feed.o_valid | byte_valid)]
         flags.submodules.trouble_sync = FFSynchronizer(trouble, trouble_seen, o_domain="link", reset_less=False)
         flags.submodules.busy_sync = FFSynchronizer(design_busy, design_busy_seen, o_domain="link",
                                                     reset_less=False)
         outer.submodules.flags = ResetInserter(resets)(flags)
         outer.d.comb += [
-            top.s_tdata.eq(feed.o_data[:8]), top.s_tkeep.eq(1), top.s_tlast.eq(feed.o_data[8]),
-            top.s_tvalid.eq(feed.o_valid), feed.o_ready.eq(top.s_tready),
+            top.s_tdata.eq(byte[:8]), top.s_tkeep.eq(1), top.s_tlast.eq(byte[8]), top.s_tvalid.eq(byte_valid),
             *(counters.values[i].eq(getattr(top, name)[:48]) for i, name in enumerate(P.DESIGN_COUNTERS)),
         ]
         for name, cdc in (("feed", feed), ("records", records), ("spills", spills), ("counters", counters)):

@@ -266,6 +266,13 @@ class TablePartitioner(wiring.Component):
                    "was": Signal(name=f"w{j}_was", reset_less=bare)}  # the entry it writes was in use
                   for j in range(forward)]
         w0 = writes[0]
+        # Direct-indexed with nothing stale, every key writes its own entry: the write always targets
+        # the one way, and whether it keeps a state is read off its entry, not registered from the
+        # core's next state (that OR was the end of the update loop's path)
+        lean = self.direct and self._xw is None and self._period is None
+        if lean:
+            w0["keep"] = Signal(name="w0_keep")
+            m.d.comb += w0["keep"].eq(w0["entry"][:vw].any())
 
         # --- block RAM: banks × ways × columns, each bank's output registered ---------------------------
         # The key's bank, one-hot, at stage 2 (a register beside the key's): only that bank's stage-3
@@ -509,7 +516,9 @@ class TablePartitioner(wiring.Component):
 
         # --- write back: the key's entry (or a free one) takes the next state, a cycle later -----------
         keep = self.next_state[:vw].any()
-        if stale_free:
+        if lean:  # (hit or free: the key's own way)
+            target = [Const(1)]
+        elif stale_free:
             # nothing is stale, so a free entry holds nothing: a key without one takes one even if
             # its state is empty (it stays free, as its vector is zero), and the entry written does
             # not wait for the core's next state (`keep` is only registered beside it)
@@ -522,15 +531,20 @@ class TablePartitioner(wiring.Component):
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
             m.d.sync += [w0["valid"].eq(v4), w0["index"].eq(i4), w0["ways"].eq(Cat(*target)),
-                         w0["entry"].eq(new_entry), w0["keep"].eq(keep), w0["key"].eq(k4), w0["was"].eq(was)]
+                         w0["entry"].eq(new_entry), w0["key"].eq(k4), w0["was"].eq(was)]
+            if not lean:
+                m.d.sync += w0["keep"].eq(keep)
             with m.If(sweeping):  # the swept bucket: every way cleared (no key is in flight)
                 m.d.sync += [w0["valid"].eq(1), w0["index"].eq(sweep_at), w0["ways"].eq(-1), w0["entry"].eq(0),
-                             w0["keep"].eq(0), w0["was"].eq(0)]
+                             w0["was"].eq(0)]
+                if not lean:
+                    m.d.sync += w0["keep"].eq(0)
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
         if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 4
             ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
-            writes3 = [hit | free] + [wr["ways"].any() for wr in writes[:-1]]  # (target: a hit's or a free one)
+            # (target: a hit's or a free one)
+            writes3 = [Const(1) if lean else hit | free] + [wr["ways"].any() for wr in writes[:-1]]
             mine3 = [bucket3[j] & key3[j] & writes3[j] for j in range(forward)]
             # a way a write ahead touched is the key's own write (then picked instead) or not the key's
             touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(forward))).any() for w in range(W)]
