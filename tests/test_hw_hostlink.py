@@ -153,7 +153,8 @@ def run_link(design, wire: list[bytes], *, partitions=6, buffer_bytes=256, buffe
             ctx.set(dut.rx, 1)
             await ctx.tick("link").repeat(gap * DIV + 1)
         await ctx.tick("link").repeat(tail_cycles)
-        done.append({name: ctx.get(getattr(top, name)) for name in P.DESIGN_COUNTERS})
+        # the design's counters, and the error LED (a frame discarded, a tuple dropped or malformed)
+        done.append({**{name: ctx.get(getattr(top, name)) for name in P.DESIGN_COUNTERS}, "error": ctx.get(dut.error)})
 
     async def receiver(ctx):  # a UART receiver as a per-cycle state machine (no nested awaits)
         state = {"count": None, "byte": 0}
@@ -221,6 +222,7 @@ def test_tuples_in_frames_come_back_as_match_records(link_ns):
     payloads = tuple_frames(design, frame, 5)
     wire = [P.frame(P.TUPLES, i, p) for i, p in enumerate(payloads)] + [P.frame(P.STATUS_REQUEST, 0)]
     frames, counters = run_link(design, wire, link_ns=link_ns)
+    assert counters.pop("error") == 0  # nothing dropped, malformed or discarded
     assert None not in frames[1:]  # (the first may be cut: the power-on STATUS)
     assert decoded(design, frames) == EXPECTED
     assert counters["tuples_in"] == len(frame) and counters["matches_out"] == 2
@@ -315,6 +317,7 @@ def test_a_partial_tuple_in_a_frame_counts_as_malformed():
             P.frame(P.STATUS_REQUEST, 0)]
     frames, counters = run_link(design, wire)
     assert counters["malformed"] == 1 and counters["tuples_in"] == 14
+    assert counters["error"] == 1  # the design's trouble reaches the link's error LED
     assert decoded(design, frames) == EXPECTED  # the partial tuple did not shift the next frame
 
 

@@ -550,7 +550,12 @@ class HostLink(wiring.Component):
 
         # the design's side: its trouble and whether it holds anything, registered, then seen by the link
         flags = Module()
-        flags.d.sync += [trouble.eq((top.dropped != 0) | (top.malformed != 0)),
+        # (each counter's 16-bit segments are compared with zero into registers first: two 48-bit
+        # compares were a path across the UP5K)
+        nonzero = Signal(6)
+        flags.d.sync += nonzero.eq(Cat(*(counter[i:i + 16].any() for counter in (top.dropped, top.malformed)
+                                         for i in range(0, 48, 16))))
+        flags.d.sync += [trouble.eq(nonzero.any()),
                          design_busy.eq(top.m_tvalid | top.spill_tvalid | records.i_busy | spills.i_busy
                                         | feed.o_valid | byte_valid)]
         flags.submodules.trouble_sync = FFSynchronizer(trouble, trouble_seen, o_domain="link", reset_less=False)
