@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from amaranth.hdl import Fragment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cepc import events
 from cepc.hw.partition.table import DEPTH as TABLE_DEPTH
-from cepc.hw.top import latency
+from cepc.hw.top import Top, latency
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
 from cepc.nfa.lower import lower
@@ -226,3 +227,20 @@ def test_heavy_backpressure_fills_the_fifos_without_losing_a_record(keyed, platf
     result = hwsim.run_and_compare(checked, frame, bus_width=64, partitions=3, backpressure=0.9, seed=3,
                                    platform=platform)
     assert len(result.records) == 120
+
+
+@pytest.mark.parametrize("partitions, spills", [(256, False), (64, True)])
+def test_only_a_design_that_can_drop_has_a_spill_fifo(partitions, spills):
+    # UINT8 keys: 256 partitions are direct-indexed (every key has its entry: nothing can be
+    # dropped, and the top leaves the spill FIFO out); 64 are hashed, and a full bucket drops
+    text = pt.schema() + "PARTITION BY k AFTER MATCH CONTINUE PATTERN (P0 P3*) DEFINE " + pt.defines() + ";"
+    design = lower(check(parse(text)))
+    top = Top(design, bus_width=32, partitions=partitions, partitioner="table")
+    fragment = Fragment.get(top, None)
+    names = [name for _, name, _ in fragment.subfragments]
+    assert ("spill" in names) == spills
+    n = 300
+    frame = keyed_frame("a" * n, [i % 256 for i in range(n)])  # 256 distinct keys
+    data = b"".join(design.tuple.to_bytes(r) for r in frame.to_dict("records"))
+    result = hwsim.simulate(design, [hwsim.beats(data, 32)], bus_width=32, partitions=partitions, partitioner="table")
+    assert (result.counters["dropped"] > 0) == spills and len(result.spilled) == result.counters["dropped"]
