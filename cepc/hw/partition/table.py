@@ -563,8 +563,11 @@ class TablePartitioner(wiring.Component):
                         older_own[w].eq(Cat(*(n & key3[j + 1] for n, j in zip(newest, range(forward - 1)))).any()),
                     ]
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
-        # (registered: the lookup's long path ends here, not in the caller's counter)
-        m.d.sync += self.evicted.eq(writing & Cat(*(target[w] & used[w] & ~live[w] for w in range(W))).any())
+        # (registered: the lookup's long path ends here, not in the caller's counter). Without WITHIN
+        # or `evict_after` nothing goes stale: `evicted` stays 0 (and the caller's counter with it,
+        # which synthesis then leaves out; on the UP5K its adder was marathon's critical path)
+        if not stale_free:
+            m.d.sync += self.evicted.eq(writing & Cat(*(target[w] & used[w] & ~live[w] for w in range(W))).any())
 
         # as block RAM takes a write, from its registers: whether anything is in the table, and how
         # many entries hold a non-zero vector
