@@ -228,17 +228,24 @@ class TablePartitioner(wiring.Component):
                 bank_en.append(copy.q)
             else:
                 bank_en.append(self.en)
+
+        def group_copies(name, value):
+            """Per group of banks (none without groups): a copy of ``value`` in its midst, registered
+            on the same enabled edges as ``value``'s register, which the group's banks take."""
+            out = []
+            for g in range(groups):
+                copy = m.submodules[f"{Replica.PREFIX}{name}_group{g}"] = Replica(len(value))
+                m.d.comb += [copy.d.eq(value), copy.en.eq(bank_en[g * GROUP_BANKS])]
+                out.append(copy.q)
+            return out
+
         index0 = Signal(ib, reset_less=bare)
         read_at = []  # per bank: the read address (a copy of index0's low bits when the key is early)
         if self.early_key:  # index_of(key) by construction: all move on the same enabled edges from 0
             index_ahead = Signal(ib, name="index_ahead", reset_less=bare)
             with m.If(self.en):
                 m.d.sync += [index_ahead.eq(index_of(self.next_key)), index0.eq(index_ahead)]
-            group_read = []  # with groups of banks: a copy of index_ahead in the midst of each
-            for g in range(groups):
-                copy = m.submodules[f"{Replica.PREFIX}read_group{g}"] = Replica(max(1, low))
-                m.d.comb += [copy.d.eq(index_of(self.next_key)[:low]), copy.en.eq(bank_en[g * GROUP_BANKS])]
-                group_read.append(copy.q)
+            group_read = group_copies("read", index_of(self.next_key)[:max(1, low)])  # (index_ahead's)
             for b in range(self.banks):
                 if not copies:
                     read_at.append(index0[:low])
@@ -283,11 +290,7 @@ class TablePartitioner(wiring.Component):
         taken = []  # per bank: the copy of w1 (with groups, of w2) that block RAM takes
         fields_ = ("valid", "index", "ways", "entry")
         write_width = sum(len(w0[f]) for f in fields_)
-        group_write = []  # per group of banks: a copy of w1 in its midst, which its banks' copies take
-        for g in range(groups):
-            copy = m.submodules[f"{Replica.PREFIX}write_group{g}"] = Replica(write_width)
-            m.d.comb += [copy.d.eq(Cat(*(w0[f] for f in fields_))), copy.en.eq(bank_en[g * GROUP_BANKS])]
-            group_write.append(copy.q)
+        group_write = group_copies("write", Cat(*(w0[f] for f in fields_)))  # (w1's)
         for b in range(self.banks):
             if not copies:
                 taken.append({f: writes[1][f] for f in fields_})
@@ -342,7 +345,8 @@ class TablePartitioner(wiring.Component):
         word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
         used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
         tagged4 = [Signal(name=f"tagged4_way{w}") for w in range(W)]
-        # Block RAM missed the six writes ahead (taken with and after the read): whether each wrote this
+        # Block RAM missed the writes ahead (six; seven with groups of banks), taken with and after the
+        # read: whether each wrote this
         # bucket, and whether it was this key, is compared at stage 2 with the writes as they will be at
         # stage 3, registered, and registered again for stage 4.
         same_bucket = [Signal(name=f"fwd{j}") for j in range(forward)]
