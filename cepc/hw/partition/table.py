@@ -38,8 +38,9 @@ banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into colum
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
    that way; the caller's ``next_state`` is registered as the write. Without WITHIN or
    ``evict_after`` (nothing goes stale) which write holds the key's state, and each way's flags as
-   the writes ahead but the newest leave them, are decided at stage 3 and registered; the lookup
-   patches the flags with the newest write (w0) alone. In the next enabled cycle
+   the writes ahead but the newest leave them, are decided at stage 3 and registered, and so is
+   the state of the key's newest write but w0 (zero if none); the lookup patches the flags with
+   w0 alone, and the state is w0's, that register's or block RAM's. In the next enabled cycle
    the write is copied into a register beside each bank (:class:`Replica`), from which block RAM
    takes it.
 
@@ -196,12 +197,15 @@ class TablePartitioner(wiring.Component):
         dirty = Signal(reset_less=True)
         sweeping = Signal(reset_less=True)
         sweep_at = Signal(ib, reset_less=True)
+        # whether sweep_at is the last bucket, registered as it gets there (a compare of its every bit
+        # was on the path from `en` into `sweeping`)
+        sweep_last = Signal(reset_less=True)
         m.d.sync += alive.eq(1)
         with m.If(~alive):
-            m.d.sync += [sweeping.eq(dirty), sweep_at.eq(0)]
+            m.d.sync += [sweeping.eq(dirty), sweep_at.eq(0), sweep_last.eq(0)]  # (at least two buckets)
         with m.Elif(sweeping & self.en):  # each swept bucket is a write (below), so it moves as they do
-            m.d.sync += sweep_at.eq(sweep_at + 1)
-            with m.If(sweep_at == self.buckets - 1):
+            m.d.sync += [sweep_at.eq(sweep_at + 1), sweep_last.eq(sweep_at == self.buckets - 2)]
+            with m.If(sweep_last):
                 m.d.sync += [sweeping.eq(0), dirty.eq(0)]
         m.d.comb += self.slot.eq(alive & ~sweeping)
 
@@ -499,12 +503,27 @@ class TablePartitioner(wiring.Component):
             # its state (even one that cleared it: a zero vector is a fresh partition), else block RAM's
             # way that is in use, holds the key and no write ahead touched. Which write is decided a stage
             # early and registered, so the state's select lines come from flip-flops (a gate for the ways).
+            # Only the newest write (w0, the update loop's own register) is picked at stage 4: an older
+            # write of the key's is picked at stage 3 from the registers it is in then, and its state
+            # registered (zero if none), so the loop's multiplexer has three inputs, not forward + 1.
             picks_next = Signal(forward)  # set below, once the write being formed is known
             touched = Signal(W, name="touched4")
-            picks = [Signal(name=f"pick4_write{j}") for j in range(forward)] + \
-                    [used4[w] & tagged4[w] & ~touched[w] for w in range(W)]
+            older_state = Signal(sw, name="older4_state")
+            pick_newest = Signal(name="pick4_write0")
+            # direct-indexed, the one way is the key's: block RAM's word is picked when it is in use and
+            # no write ahead touched it, decided at stage 3 beside used4 (one gate less in the loop)
+            pick_bram = Signal(name="pick4_bram")
+            if self.direct:
+                picks = [pick_newest, Const(1), pick_bram]
+            else:
+                picks = [pick_newest, Const(1)] + [used4[w] & tagged4[w] & ~touched[w] for w in range(W)]
+            words = [words[0], older_state] + words[forward:]
             with m.If(self.en):
-                m.d.sync += Cat(*picks[:forward]).eq(picks_next)
+                m.d.sync += pick_newest.eq(picks_next[0])
+                older = Const(0, sw)
+                for j in range(1, forward):  # (one-hot: the newest of the key's writes ahead)
+                    older = older | Mux(picks_next[j], fields(writes[j - 1]["entry"])[0], 0)
+                m.d.sync += older_state.eq(older)
         else:  # a stale entry is no state: what the lookup hit decides
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
             forwarded = Cat(*mine).any()
@@ -554,7 +573,10 @@ class TablePartitioner(wiring.Component):
             touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(forward))).any() for w in range(W)]
             m.d.comb += picks_next.eq(Cat(*first(mine3)))
             with m.If(self.en):  # (the bank's flags are registered as they are: the tag compare is long)
-                m.d.sync += touched.eq(Cat(*touched3))
+                if self.direct:
+                    m.d.sync += pick_bram.eq(used3[0] & ~touched3[0])
+                else:
+                    m.d.sync += touched.eq(Cat(*touched3))
             # and, for each way, the newest of the writes ahead but the one being formed that touched it
             # (those are registers now), with its flags: the lookup patches with the newest (then w0)
             for w in range(W):
