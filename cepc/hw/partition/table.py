@@ -22,7 +22,7 @@ Pipeline (``depth`` = 4 enabled cycles, one key per cycle). The table is cut int
 banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into columns:
 
 0. the key's bucket address goes to every bank: in the top, hashed two stages early into a
-   register, and copied at the next stage into a register beside each bank (:class:`Replica`);
+   register, and copied at the next stage into a register beside each bank's way (:class:`Replica`);
 1. each bank reads the word (in block RAM);
 2. the word is in block RAM's own output register (:class:`~cepc.hw.ecp5.RegisteredRam`: on
    ECP5 the DP16KD's, whose clock-to-out is short; without one, 5.8 ns of block RAM's
@@ -41,7 +41,7 @@ banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into colum
    the writes ahead but the newest leave them, are decided at stage 3 and registered, and so is
    the state of the key's newest write but w0 (zero if none); the lookup patches the flags with
    w0 alone, and the state is w0's, that register's or block RAM's. In the next enabled cycle
-   the write is copied into a register beside each bank (:class:`Replica`), from which block RAM
+   the write is copied into a register beside each bank's way (:class:`Replica`), from which block RAM
    takes it.
 
 So back-to-back tuples of one key, or of keys sharing a bucket, see each other's updates by
@@ -148,7 +148,7 @@ class TablePartitioner(wiring.Component):
             raise ValueError(f"next_key is 2 enabled cycles ahead of key (0: none), not {early_key}")
         if early_key:
             # the key two enabled cycles ahead (what ``key`` will be after two enabled edges): its
-            # bucket is registered, then copied beside each bank, so block RAM's address comes from
+            # bucket is registered, then copied beside each bank's way, so block RAM's address comes from
             # flip-flops, not a tree of XORs
             signature["next_key"] = wiring.In(key_width)
         self.en_ahead = en_ahead
@@ -200,14 +200,22 @@ class TablePartitioner(wiring.Component):
         # whether sweep_at is the last bucket, registered as it gets there (a compare of its every bit
         # was on the path from `en` into `sweeping`)
         sweep_last = Signal(reset_less=True)
+        sweeping_next = Signal()
         m.d.sync += alive.eq(1)
+        m.d.comb += sweeping_next.eq(sweeping)
         with m.If(~alive):
-            m.d.sync += [sweeping.eq(dirty), sweep_at.eq(0), sweep_last.eq(0)]  # (at least two buckets)
+            m.d.comb += sweeping_next.eq(dirty)
+            m.d.sync += [sweep_at.eq(0), sweep_last.eq(0)]  # (at least two buckets)
         with m.Elif(sweeping & self.en):  # each swept bucket is a write (below), so it moves as they do
             m.d.sync += [sweep_at.eq(sweep_at + 1), sweep_last.eq(sweep_at == self.buckets - 2)]
             with m.If(sweep_last):
-                m.d.sync += [sweeping.eq(0), dirty.eq(0)]
-        m.d.comb += self.slot.eq(alive & ~sweeping)
+                m.d.comb += sweeping_next.eq(0)
+                m.d.sync += dirty.eq(0)
+        # `slot` is alive & ~sweeping, registered as they are (alive is 1 after any edge but a reset's,
+        # which clears both): the top's handshake, far from here, starts from a flip-flop
+        slot = Signal()
+        m.d.sync += [sweeping.eq(sweeping_next), slot.eq(~sweeping_next)]
+        m.d.comb += self.slot.eq(slot)
 
         # --- stage 0: the key's bucket address goes to every bank's read port ----------------------
         # The copies beside each bank (Replica) equal what they copy; they pay on a large die, where
@@ -244,7 +252,9 @@ class TablePartitioner(wiring.Component):
             return out
 
         index0 = Signal(ib, reset_less=bare)
-        read_at = []  # per bank: the read address (a copy of index0's low bits when the key is early)
+        # [bank][way]: the read address (with the key early, on a large die, a copy of index0's low
+        # bits per bank and way: see `taken`)
+        read_at = []
         if self.early_key:  # index_of(key) by construction: all move on the same enabled edges from 0
             index_ahead = Signal(ib, name="index_ahead", reset_less=bare)
             with m.If(self.en):
@@ -252,18 +262,22 @@ class TablePartitioner(wiring.Component):
             group_read = group_copies("read", index_of(self.next_key)[:max(1, low)])  # (index_ahead's)
             for b in range(self.banks):
                 if not copies:
-                    read_at.append(index0[:low])
+                    read_at.append([index0[:low]] * W)
                     continue
-                copy = m.submodules[f"{Replica.PREFIX}read{b}"] = Replica(max(1, low))
-                m.d.comb += [copy.d.eq(group_read[b // GROUP_BANKS] if groups else index_ahead[:low]),
-                             copy.en.eq(bank_en[b])]
-                read_at.append(copy.q)
+                row = []
+                for w in range(W):
+                    name = f"{Replica.PREFIX}read{b}" + (f"_way{w}" if W > 1 else "")
+                    copy = m.submodules[name] = Replica(max(1, low))
+                    m.d.comb += [copy.d.eq(group_read[b // GROUP_BANKS] if groups else index_ahead[:low]),
+                                 copy.en.eq(bank_en[b])]
+                    row.append(copy.q)
+                read_at.append(row)
         else:
             m.d.comb += index0.eq(index_of(self.key))
-            read_at = [index0[:low]] * self.banks
+            read_at = [[index0[:low]] * W] * self.banks
 
         # The writes, registered: the one of the key one ahead, and the five before it, kept for
-        # forwarding. The one before it (w1) is copied beside each bank, and block RAM takes it from
+        # forwarding. The one before it (w1) is copied beside each bank's way, and block RAM takes it from
         # there (the long route is between flip-flops); while the table is swept, the writes are the
         # swept buckets'.
         # Each writes one entry (or none) of its bucket: `ways` one-hot, `entry` the new entry; `keep`
@@ -291,22 +305,33 @@ class TablePartitioner(wiring.Component):
         # path), and the bank is picked by an OR over the banks, not a multiplexer whose select lines
         # would have to reach every bank.
         sel2 = Signal(self.banks, name="bank2", reset_less=True)
-        taken = []  # per bank: the copy of w1 (with groups, of w2) that block RAM takes
+        # [bank][way]: what the way's block RAMs in the bank take from w1 (with groups, w2): the write
+        # enable (valid, this way, this bank), the address in the bank and the entry. On a large die
+        # each is a copy of its own (a bank's ways' block RAMs, a block per 9 bits of the entry, spread
+        # over the die), the enable decided before the copy's register, not after it.
+        taken = []
         fields_ = ("valid", "index", "ways", "entry")
-        write_width = sum(len(w0[f]) for f in fields_)
         group_write = group_copies("write", Cat(*(w0[f] for f in fields_)))  # (w1's)
         for b in range(self.banks):
-            if not copies:
-                taken.append({f: writes[1][f] for f in fields_})
-                continue
-            copy = m.submodules[f"{Replica.PREFIX}write{b}"] = Replica(write_width)
-            source = group_write[b // GROUP_BANKS] if groups else Cat(*(w0[f] for f in fields_))
-            m.d.comb += [copy.d.eq(source), copy.en.eq(bank_en[b])]
-            parts, off = {}, 0
-            for f in fields_:
-                parts[f] = copy.q[off:off + len(w0[f])]
-                off += len(w0[f])
-            taken.append(parts)
+            if copies:
+                source, parts, off = group_write[b // GROUP_BANKS] if groups else Cat(*(w0[f] for f in fields_)), {}, 0
+                for f in fields_:
+                    parts[f] = source[off:off + len(w0[f])]
+                    off += len(w0[f])
+            else:
+                parts = writes[1]
+            row = []
+            for w in range(W):
+                wants = parts["valid"] & parts["ways"][w] & (bank_of(parts["index"]) == b)
+                if not copies:
+                    row.append({"en": wants, "addr": parts["index"][:low], "entry": parts["entry"]})
+                    continue
+                name = f"{Replica.PREFIX}write{b}" + (f"_way{w}" if W > 1 else "")
+                copy = m.submodules[name] = Replica(1 + max(1, low) + ew)
+                m.d.comb += [copy.d.eq(Cat(wants, parts["index"][:max(1, low)], parts["entry"])),
+                             copy.en.eq(bank_en[b])]
+                row.append({"en": copy.q[0], "addr": copy.q[1:1 + max(1, low)], "entry": copy.q[1 + max(1, low):]})
+            taken.append(row)
         bank_q = []  # [bank][way]: the stage-3 registers of the bank's read data, zero unless the key's
         bank_used = []  # [bank][way]: beside them, whether the way is in use (its vector is not zero)
         for b in range(self.banks):
@@ -322,16 +347,15 @@ class TablePartitioner(wiring.Component):
                     # read through block RAM's own output register (on ECP5; elsewhere a flip-flop)
                     ram = RegisteredRam(hi - lo, self.bank_depth)
                     m.submodules[f"bank{b}_way{w}_col{c}"] = ram
-                    m.d.comb += [ram.r_addr.eq(read_at[b][:low]), ram.r_en.eq(bank_en[b]), ram.o_en.eq(bank_en[b])]
+                    m.d.comb += [ram.r_addr.eq(read_at[b][w][:low]), ram.r_en.eq(bank_en[b]), ram.o_en.eq(bank_en[b])]
                     with m.If(clear):
                         m.d.sync += q[lo:hi].eq(0)
                     with m.Elif(bank_en[b]):
                         m.d.sync += q[lo:hi].eq(ram.r_data)
                     read.append(ram.r_data)
                     # w1's copy: written again in a stall, which changes nothing (the word is the same)
-                    m.d.comb += [ram.w_addr.eq(taken[b]["index"][:low]), ram.w_data.eq(taken[b]["entry"][lo:hi]),
-                                 ram.w_en.eq(taken[b]["valid"] & taken[b]["ways"][w] &
-                                             (bank_of(taken[b]["index"]) == b))]
+                    m.d.comb += [ram.w_addr.eq(taken[b][w]["addr"][:low]), ram.w_data.eq(taken[b][w]["entry"][lo:hi]),
+                                 ram.w_en.eq(taken[b][w]["en"])]
                 with m.If(clear):
                     m.d.sync += u.eq(0)
                 with m.Elif(bank_en[b]):
@@ -503,9 +527,10 @@ class TablePartitioner(wiring.Component):
             # its state (even one that cleared it: a zero vector is a fresh partition), else block RAM's
             # way that is in use, holds the key and no write ahead touched. Which write is decided a stage
             # early and registered, so the state's select lines come from flip-flops (a gate for the ways).
-            # Only the newest write (w0, the update loop's own register) is picked at stage 4: an older
-            # write of the key's is picked at stage 3 from the registers it is in then, and its state
-            # registered (zero if none), so the loop's multiplexer has three inputs, not forward + 1.
+            # Only the newest write (w0, the update loop's own register) is picked at stage 4: the newest
+            # older write of the key's is picked at stage 3 from the registers it is in then (not waiting
+            # for the lookup that forms w0), and its state registered (zero if none); w0's, if the key's,
+            # wins over it at stage 4, so the loop's multiplexer has three inputs, not forward + 1.
             picks_next = Signal(forward)  # set below, once the write being formed is known
             touched = Signal(W, name="touched4")
             older_state = Signal(sw, name="older4_state")
@@ -516,22 +541,26 @@ class TablePartitioner(wiring.Component):
             if self.direct:
                 picks = [pick_newest, Const(1), pick_bram]
             else:
+                # (touched by the older writes ahead. Not by w0, so stage 3 does not wait for the lookup
+                # that forms it: if w0 is the key's it is picked instead; else it touched no way of the
+                # key's, as nothing goes stale: a way the key holds, only the key writes.)
                 picks = [pick_newest, Const(1)] + [used4[w] & tagged4[w] & ~touched[w] for w in range(W)]
             words = [words[0], older_state] + words[forward:]
+            older_next = Signal(forward - 1)  # one-hot: the newest of the key's older writes ahead
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(picks_next[0])
                 older = Const(0, sw)
-                for j in range(1, forward):  # (one-hot: the newest of the key's writes ahead)
-                    older = older | Mux(picks_next[j], fields(writes[j - 1]["entry"])[0], 0)
+                for j in range(1, forward):
+                    older = older | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
                 m.d.sync += older_state.eq(older)
         else:  # a stale entry is no state: what the lookup hit decides
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
             forwarded = Cat(*mine).any()
             picks = [t & hit for t in first(mine)] + [h & ~forwarded for h in hits]
         part = Const(0, sw)
-        for pick, word in zip(picks, words):
+        for pick, word in zip(picks[1:] if stale_free else picks, words[1:] if stale_free else words):
             part = part | Mux(pick, word, 0)
-        m.d.comb += state_out.eq(part)
+        m.d.comb += state_out.eq(Mux(picks[0], words[0], part) if stale_free else part)
         m.d.comb += [
             self.out_valid.eq(v4), self.out_key.eq(k4), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
@@ -570,8 +599,10 @@ class TablePartitioner(wiring.Component):
             writes3 = [Const(1) if lean else hit | free] + [wr["ways"].any() for wr in writes[:-1]]
             mine3 = [bucket3[j] & key3[j] & writes3[j] for j in range(forward)]
             # a way a write ahead touched is the key's own write (then picked instead) or not the key's
-            touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(forward))).any() for w in range(W)]
-            m.d.comb += picks_next.eq(Cat(*first(mine3)))
+            # (direct-indexed, w0's too: its one way is the key's, a constant; hashed, not w0's: see picks)
+            touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(0 if self.direct else 1, forward))).any()
+                        for w in range(W)]
+            m.d.comb += [picks_next.eq(Cat(*first(mine3))), older_next.eq(Cat(*first(mine3[1:])))]
             with m.If(self.en):  # (the bank's flags are registered as they are: the tag compare is long)
                 if self.direct:
                     m.d.sync += pick_bram.eq(used3[0] & ~touched3[0])
