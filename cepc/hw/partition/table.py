@@ -231,15 +231,20 @@ class TablePartitioner(wiring.Component):
         # banks, and block RAM takes it a cycle later (one more write to forward)
         groups = -(-self.banks // GROUP_BANKS) if copies and self.banks > GROUP_BANKS else 0
         forward = FORWARD + (1 if groups else 0)
-        # `en` beside each bank: a copy registered from `en_next` (kept apart), else `en` itself
+        # [bank][way]: `en` beside each bank's way (its block RAMs' enables, its registers): a copy
+        # registered from `en_next` (kept apart), else `en` itself
         bank_en = []
         for b in range(self.banks):
-            if self.en_ahead and copies:
-                copy = m.submodules[f"{Replica.PREFIX}en{b}"] = Replica(1, init=1)
-                m.d.comb += [copy.d.eq(self.en_next), copy.en.eq(1)]
-                bank_en.append(copy.q)
-            else:
-                bank_en.append(self.en)
+            row = []
+            for w in range(W):
+                if self.en_ahead and copies:
+                    name = f"{Replica.PREFIX}en{b}" + (f"_way{w}" if W > 1 else "")
+                    copy = m.submodules[name] = Replica(1, init=1)
+                    m.d.comb += [copy.d.eq(self.en_next), copy.en.eq(1)]
+                    row.append(copy.q)
+                else:
+                    row.append(self.en)
+            bank_en.append(row)
 
         def group_copies(name, value):
             """Per group of banks (none without groups): a copy of ``value`` in its midst, registered
@@ -247,7 +252,7 @@ class TablePartitioner(wiring.Component):
             out = []
             for g in range(groups):
                 copy = m.submodules[f"{Replica.PREFIX}{name}_group{g}"] = Replica(len(value))
-                m.d.comb += [copy.d.eq(value), copy.en.eq(bank_en[g * GROUP_BANKS])]
+                m.d.comb += [copy.d.eq(value), copy.en.eq(bank_en[g * GROUP_BANKS][0])]
                 out.append(copy.q)
             return out
 
@@ -269,7 +274,7 @@ class TablePartitioner(wiring.Component):
                     name = f"{Replica.PREFIX}read{b}" + (f"_way{w}" if W > 1 else "")
                     copy = m.submodules[name] = Replica(max(1, low))
                     m.d.comb += [copy.d.eq(group_read[b // GROUP_BANKS] if groups else index_ahead[:low]),
-                                 copy.en.eq(bank_en[b])]
+                                 copy.en.eq(bank_en[b][w])]
                     row.append(copy.q)
                 read_at.append(row)
         else:
@@ -329,16 +334,17 @@ class TablePartitioner(wiring.Component):
                 name = f"{Replica.PREFIX}write{b}" + (f"_way{w}" if W > 1 else "")
                 copy = m.submodules[name] = Replica(1 + max(1, low) + ew)
                 m.d.comb += [copy.d.eq(Cat(wants, parts["index"][:max(1, low)], parts["entry"])),
-                             copy.en.eq(bank_en[b])]
+                             copy.en.eq(bank_en[b][w])]
                 row.append({"en": copy.q[0], "addr": copy.q[1:1 + max(1, low)], "entry": copy.q[1 + max(1, low):]})
             taken.append(row)
         bank_q = []  # [bank][way]: the stage-3 registers of the bank's read data, zero unless the key's
         bank_used = []  # [bank][way]: beside them, whether the way is in use (its vector is not zero)
         for b in range(self.banks):
             row, row_used = [], []
-            clear = Signal(name=f"bank{b}_clear")
-            m.d.comb += clear.eq(bank_en[b] & ~sel2[b])
             for w in range(W):
+                en = bank_en[b][w]
+                clear = Signal(name=f"bank{b}_way{w}_clear")
+                m.d.comb += clear.eq(en & ~sel2[b])
                 q = Signal(ew, name=f"bank{b}_way{w}", reset_less=True)  # (v3 says whether it is a key's)
                 u = Signal(name=f"bank{b}_way{w}_used", reset_less=True)
                 row_used.append(u)
@@ -347,10 +353,10 @@ class TablePartitioner(wiring.Component):
                     # read through block RAM's own output register (on ECP5; elsewhere a flip-flop)
                     ram = RegisteredRam(hi - lo, self.bank_depth)
                     m.submodules[f"bank{b}_way{w}_col{c}"] = ram
-                    m.d.comb += [ram.r_addr.eq(read_at[b][w][:low]), ram.r_en.eq(bank_en[b]), ram.o_en.eq(bank_en[b])]
+                    m.d.comb += [ram.r_addr.eq(read_at[b][w][:low]), ram.r_en.eq(en), ram.o_en.eq(en)]
                     with m.If(clear):
                         m.d.sync += q[lo:hi].eq(0)
-                    with m.Elif(bank_en[b]):
+                    with m.Elif(en):
                         m.d.sync += q[lo:hi].eq(ram.r_data)
                     read.append(ram.r_data)
                     # w1's copy: written again in a stall, which changes nothing (the word is the same)
@@ -358,7 +364,7 @@ class TablePartitioner(wiring.Component):
                                  ram.w_en.eq(taken[b][w]["en"])]
                 with m.If(clear):
                     m.d.sync += u.eq(0)
-                with m.Elif(bank_en[b]):
+                with m.Elif(en):
                     m.d.sync += u.eq(Cat(*read)[:vw].any())
                 row.append(q)
             bank_q.append(row)
@@ -531,7 +537,7 @@ class TablePartitioner(wiring.Component):
             # older write of the key's is picked at stage 3 from the registers it is in then (not waiting
             # for the lookup that forms w0), and its state registered (zero if none); w0's, if the key's,
             # wins over it at stage 4, so the loop's multiplexer has three inputs, not forward + 1.
-            picks_next = Signal(forward)  # set below, once the write being formed is known
+            newest_next = Signal()  # the key's own write is the one being formed (set below)
             touched = Signal(W, name="touched4")
             older_state = Signal(sw, name="older4_state")
             pick_newest = Signal(name="pick4_write0")
@@ -548,7 +554,7 @@ class TablePartitioner(wiring.Component):
             words = [words[0], older_state] + words[forward:]
             older_next = Signal(forward - 1)  # one-hot: the newest of the key's older writes ahead
             with m.If(self.en):
-                m.d.sync += pick_newest.eq(picks_next[0])
+                m.d.sync += pick_newest.eq(newest_next)
                 older = Const(0, sw)
                 for j in range(1, forward):
                     older = older | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
@@ -602,7 +608,7 @@ class TablePartitioner(wiring.Component):
             # (direct-indexed, w0's too: its one way is the key's, a constant; hashed, not w0's: see picks)
             touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(0 if self.direct else 1, forward))).any()
                         for w in range(W)]
-            m.d.comb += [picks_next.eq(Cat(*first(mine3))), older_next.eq(Cat(*first(mine3[1:])))]
+            m.d.comb += [newest_next.eq(mine3[0]), older_next.eq(Cat(*first(mine3[1:])))]
             with m.If(self.en):  # (the bank's flags are registered as they are: the tag compare is long)
                 if self.direct:
                     m.d.sync += pick_bram.eq(used3[0] & ~touched3[0])
