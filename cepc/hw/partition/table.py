@@ -231,6 +231,12 @@ class TablePartitioner(wiring.Component):
         # banks, and block RAM takes it a cycle later (one more write to forward)
         groups = -(-self.banks // GROUP_BANKS) if copies and self.banks > GROUP_BANKS else 0
         forward = FORWARD + (1 if groups else 0)
+        def way_copy(kind, b, w, width, init=None):
+            """A copy (:class:`Replica`) of ``kind`` beside bank b's way w (beside bank b: one way)."""
+            name = f"{Replica.PREFIX}{kind}{b}" + (f"_way{w}" if W > 1 else "")
+            m.submodules[name] = copy = Replica(width, init=init)
+            return copy
+
         # [bank][way]: `en` beside each bank's way (its block RAMs' enables, its registers): a copy
         # registered from `en_next` (kept apart), else `en` itself
         bank_en = []
@@ -238,8 +244,7 @@ class TablePartitioner(wiring.Component):
             row = []
             for w in range(W):
                 if self.en_ahead and copies:
-                    name = f"{Replica.PREFIX}en{b}" + (f"_way{w}" if W > 1 else "")
-                    copy = m.submodules[name] = Replica(1, init=1)
+                    copy = way_copy("en", b, w, 1, init=1)
                     m.d.comb += [copy.d.eq(self.en_next), copy.en.eq(1)]
                     row.append(copy.q)
                 else:
@@ -271,8 +276,7 @@ class TablePartitioner(wiring.Component):
                     continue
                 row = []
                 for w in range(W):
-                    name = f"{Replica.PREFIX}read{b}" + (f"_way{w}" if W > 1 else "")
-                    copy = m.submodules[name] = Replica(max(1, low))
+                    copy = way_copy("read", b, w, max(1, low))
                     m.d.comb += [copy.d.eq(group_read[b // GROUP_BANKS] if groups else index_ahead[:low]),
                                  copy.en.eq(bank_en[b][w])]
                     row.append(copy.q)
@@ -331,8 +335,7 @@ class TablePartitioner(wiring.Component):
                 if not copies:
                     row.append({"en": wants, "addr": parts["index"][:low], "entry": parts["entry"]})
                     continue
-                name = f"{Replica.PREFIX}write{b}" + (f"_way{w}" if W > 1 else "")
-                copy = m.submodules[name] = Replica(1 + max(1, low) + ew)
+                copy = way_copy("write", b, w, 1 + max(1, low) + ew)
                 m.d.comb += [copy.d.eq(Cat(wants, parts["index"][:max(1, low)], parts["entry"])),
                              copy.en.eq(bank_en[b][w])]
                 row.append({"en": copy.q[0], "addr": copy.q[1:1 + max(1, low)], "entry": copy.q[1 + max(1, low):]})
@@ -538,12 +541,12 @@ class TablePartitioner(wiring.Component):
             # for the lookup that forms w0), and its state registered (zero if none); w0's, if the key's,
             # wins over it at stage 4, so the loop's multiplexer has three inputs, not forward + 1.
             newest_next = Signal()  # the key's own write is the one being formed (set below)
-            touched = Signal(W, name="touched4")
+            touched = None if self.direct else Signal(W, name="touched4")  # (hashed: see picks)
             older_state = Signal(sw, name="older4_state")
             pick_newest = Signal(name="pick4_write0")
             # direct-indexed, the one way is the key's: block RAM's word is picked when it is in use and
             # no write ahead touched it, decided at stage 3 beside used4 (one gate less in the loop)
-            pick_bram = Signal(name="pick4_bram")
+            pick_bram = Signal(name="pick4_bram") if self.direct else None
             if self.direct:
                 picks = [pick_newest, Const(1), pick_bram]
             else:
