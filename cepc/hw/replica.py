@@ -23,9 +23,8 @@ class Replica(wiring.Component):
     """A register of its own: ``q`` takes ``d`` on the clock edges where ``en`` is high.
 
     The table keeps one per bank and way of `en`, of its read address and of the write block RAM
-    takes; the
-    host link one of its reset for the link and one for the design. Synthesis would merge copies of
-    one register into one; the flow keeps every submodule named ``replica_…`` a module of its own
+    takes; the host link one of its reset for the link and one for the design. Synthesis would merge
+    copies of one register into one; the flow keeps every submodule named ``replica_…`` a module of its own
     (``keep_hierarchy``), which it cannot merge across. Without ``init`` it has no reset (nor a reset
     net reaching across the die): the table's copies are loaded in the same enabled cycles as what
     they copy, before any key after a reset uses them, and a write copied before a reset is written

@@ -548,13 +548,14 @@ class TablePartitioner(wiring.Component):
             # no write ahead touched it, decided at stage 3 beside used4 (one gate less in the loop)
             pick_bram = Signal(name="pick4_bram") if self.direct else None
             if self.direct:
-                picks = [pick_newest, Const(1), pick_bram]
+                picks = [pick_bram]
             else:
                 # (touched by the older writes ahead. Not by w0, so stage 3 does not wait for the lookup
                 # that forms it: if w0 is the key's it is picked instead; else it touched no way of the
                 # key's, as nothing goes stale: a way the key holds, only the key writes.)
-                picks = [pick_newest, Const(1)] + [used4[w] & tagged4[w] & ~touched[w] for w in range(W)]
-            words = [words[0], older_state] + words[forward:]
+                picks = [used4[w] & tagged4[w] & ~touched[w] for w in range(W)]
+            # (block RAM's ways; the older write's state is zero unless picked)
+            newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
             older_next = Signal(forward - 1)  # one-hot: the newest of the key's older writes ahead
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
@@ -566,10 +567,11 @@ class TablePartitioner(wiring.Component):
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
             forwarded = Cat(*mine).any()
             picks = [t & hit for t in first(mine)] + [h & ~forwarded for h in hits]
-        part = Const(0, sw)
-        for pick, word in zip(picks[1:] if stale_free else picks, words[1:] if stale_free else words):
+            newest, base = None, Const(0, sw)
+        part = base
+        for pick, word in zip(picks, words):
             part = part | Mux(pick, word, 0)
-        m.d.comb += state_out.eq(Mux(picks[0], words[0], part) if stale_free else part)
+        m.d.comb += state_out.eq(Mux(newest[0], newest[1], part) if newest else part)
         m.d.comb += [
             self.out_valid.eq(v4), self.out_key.eq(k4), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
