@@ -51,6 +51,28 @@ def test_every_word_is_read_once_in_order(depth, writes, reads, seed):
             assert rdy2 and data2 == data
 
 
+def test_r_rdy_next_is_the_flag_after_the_edge():
+    # the top's arbiter registers its choice from it
+    dut = OutputFifo(8, 4)
+    rng = random.Random(7)
+    pairs = []
+
+    async def bench(ctx):
+        for _ in range(400):
+            ctx.set(dut.w_en, rng.random() < 0.6 and ctx.get(dut.w_level) < dut.depth - 1)
+            ctx.set(dut.r_en, rng.random() < 0.5)
+            predicted = ctx.get(dut.r_rdy_next)
+            await ctx.tick()
+            pairs.append((predicted, ctx.get(dut.r_rdy)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert all(p == r for p, r in pairs)
+    assert {r for _, r in pairs} == {0, 1}
+
+
 def test_a_word_is_read_two_cycles_after_its_write_like_the_buffered_fifo():
     # both back ends, and the iCE40's block-RAM FIFO, take the same cycles
     levels = []

@@ -40,7 +40,8 @@ def _toggles(m: Module, req_domain: str, ack_domain: str):
 class StreamCDC(wiring.Component):
     """valid/ready words from domain ``i_domain`` into ``o_domain``, one at a time.
 
-    ``o_valid`` is the XOR of two flip-flops, ``i_ready`` a function of three (held: a flip-flop).
+    ``o_valid`` is the XOR of two flip-flops, ``i_ready`` a function of three (held: a flip-flop,
+    and ``i_valid`` is only registered).
     Words pass in order, none lost or repeated; ``i_busy``: the input side has a word the output side has not taken.
 
     Two kinds:
@@ -66,13 +67,15 @@ class StreamCDC(wiring.Component):
             m.d[self._o] += ack.eq(~ack)
         if self._held:
             announced = Signal()  # the source's word is offered (and held by it) until it is taken
-            # the pop is a register (it reaches the source's FIFO, which may be across the die): set
-            # the cycle after the output side's `ack` is seen, and the next word is announced the
-            # cycle after it
-            pop = Signal()
-            m.d[self._i] += pop.eq(announced & (req == ack_seen) & ~pop)
+            # The pop is a register (it reaches the source's FIFO, which may be across the die): set
+            # the cycle after the output side's `ack` is seen. The source's valid is registered too
+            # (`offered`), so no path runs from the pop to the source and back: a word is announced
+            # once `offered` shows the source after the pop, two cycles after it (`popped`).
+            pop, popped, offered = Signal(), Signal(), Signal()
+            m.d[self._i] += [pop.eq(announced & (req == ack_seen) & ~pop), popped.eq(pop),
+                             offered.eq(self.i_valid)]
             m.d.comb += [self.i_ready.eq(pop), self.i_busy.eq(announced), self.o_data.eq(self.i_data)]
-            with m.If(~announced & ~pop & self.i_valid):
+            with m.If(~announced & ~pop & ~popped & offered):
                 m.d[self._i] += [announced.eq(1), req.eq(~req)]
             with m.If(pop):
                 m.d[self._i] += announced.eq(0)

@@ -9,7 +9,9 @@ of a word-wide register. So here:
 * the memory is LUT RAM read without a clock (an ECP5's TRELLIS_DPR16X4; distributed RAM, MLABs):
   the head word is offered straight from it, and taking it moves a pointer and the count only;
 * ``w_level`` counts the words stored, not the one in the write register: the caller keeps a slot
-  for it (:data:`cepc.hw.top.STALL_MARGIN`). ``r_rdy``, and whether there is space, are registers.
+  for it (:data:`cepc.hw.top.STALL_MARGIN`). ``r_rdy``, and whether there is space, are registers;
+  ``r_rdy_next`` is what ``r_rdy`` will be after the next edge, for a caller that registers a
+  choice among several FIFOs (the top's arbiter).
 
 A word written at one edge can be read after the second, as from amaranth's SyncFIFOBuffered
 (which the iCE40, without LUT RAM, uses in block RAM): both back ends take the same cycles.
@@ -32,7 +34,7 @@ class OutputFifo(wiring.Component):
             raise ValueError(f"the FIFO needs at least two words, not {depth}")
         self.width, self.depth = width, depth
         super().__init__({"w_data": In(width), "w_en": In(1), "w_level": Out(range(depth + 1)),
-                          "r_data": Out(width), "r_rdy": Out(1), "r_en": In(1)})
+                          "r_data": Out(width), "r_rdy": Out(1), "r_rdy_next": Out(1), "r_en": In(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -62,10 +64,14 @@ class OutputFifo(wiring.Component):
             m.d.sync += produce.eq(_wrap(produce, depth))
         with m.If(reading):
             m.d.sync += consume.eq(_wrap(consume, depth))
+        m.d.comb += self.r_rdy_next.eq(ready)
         with m.If(writing & ~reading):
-            m.d.sync += [level.eq(level + 1), ready.eq(1), space.eq(level != depth - 1)]
+            m.d.sync += [level.eq(level + 1), space.eq(level != depth - 1)]
+            m.d.comb += self.r_rdy_next.eq(1)
         with m.Elif(reading & ~writing):
-            m.d.sync += [level.eq(level - 1), ready.eq(level != 1), space.eq(1)]
+            m.d.sync += [level.eq(level - 1), space.eq(1)]
+            m.d.comb += self.r_rdy_next.eq(level != 1)
+        m.d.sync += ready.eq(self.r_rdy_next)
         return m
 
 

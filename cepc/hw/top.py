@@ -33,6 +33,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
+from .arbiter import RoundRobin
 from .counter import add, count_late, increment
 from .decoder import PredicateDecoder
 from .delay import DelayLine
@@ -382,32 +383,16 @@ class Top(wiring.Component):
             count_late(m, self.overflow, en_payload & Cat(*overflows).any())
 
         # --- output: round-robin over the queries' FIFOs ---------------------------------------------
-        n = len(outputs)
-        turn = Signal(range(max(n, 2)))
-        pick = Signal(range(max(n, 2)))
-        # the first FIFO with data at or after `turn`, wrapping around
-        for offset in reversed(range(n)):
-            for i in range(n):
-                with m.If((turn == i) & outputs[(i + offset) % n].r_rdy):
-                    m.d.comb += pick.eq((i + offset) % n)
-        # a record offered stays offered, unchanged, until taken (AXI-Stream; the host link reads it
-        # where it is): while one waits, the choice is held, even if a FIFO ahead of it fills
-        chosen = Signal(range(max(n, 2)))
-        if n > 1:
-            waiting = Signal()
-            waited = Signal.like(chosen)
-            m.d.sync += [waiting.eq(self.m_tvalid & ~self.m_tready), waited.eq(chosen)]
-            m.d.comb += chosen.eq(Mux(waiting, waited, pick))
-        else:
-            m.d.comb += chosen.eq(pick)
-        valid = Cat(*(f.r_rdy for f in outputs)).any()
+        m.submodules.arbiter = arbiter = RoundRobin(len(outputs), registered=not small_die(platform))
+        m.d.comb += [arbiter.ready.eq(Cat(*(f.r_rdy for f in outputs))), arbiter.take.eq(self.m_tready)]
+        if arbiter.registered:
+            m.d.comb += arbiter.ready_next.eq(Cat(*(f.r_rdy_next for f in outputs)))
         data = outputs[0].r_data
-        for i in range(1, n):
-            data = Mux(chosen == i, outputs[i].r_data, data)
-        m.d.comb += [self.m_tvalid.eq(valid), self.m_tdata.eq(data), self.m_tlast.eq(1)]
+        for i in range(1, len(outputs)):
+            data = Mux(arbiter.chosen == i, outputs[i].r_data, data)
+        m.d.comb += [self.m_tvalid.eq(arbiter.valid), self.m_tdata.eq(data), self.m_tlast.eq(1)]
         for i, f in enumerate(outputs):
-            m.d.comb += f.r_en.eq(self.m_tready & (chosen == i))
+            m.d.comb += f.r_en.eq(self.m_tready & (arbiter.chosen == i))
         count_late(m, self.matches_out, self.m_tvalid & self.m_tready)
-        with m.If(self.m_tvalid & self.m_tready):
-            m.d.sync += turn.eq(Mux(chosen == n - 1, 0, chosen + 1))
         return m
+
