@@ -152,8 +152,8 @@ class Framer(wiring.Component):
         return m
 
     def _elaborate_serial(self, bare: bool):
-        """An 8-bit bus: bytes shift into an assembly register, a whole tuple moves to the
-        output register. No trim cycle: a packet's last beat resets the byte count at once."""
+        """An 8-bit bus: bytes shift into an assembly register, a whole tuple moves to the output
+        register. No trim cycle: a packet's last beat resets the byte count at once."""
         m = Module()
         tb = self._tb
         asm = Signal(tb * 8, reset_less=bare)  # the tuple being assembled, its newest byte at the top
@@ -165,24 +165,31 @@ class Framer(wiring.Component):
 
         byte = Signal()  # a byte arrives
         complete = Signal()  # ... and completes a tuple
-        m.d.comb += [byte.eq(self.valid & room & self.keep[0]), complete.eq(byte & (n == tb - 1))]
+        ends = Signal()  # ... or the packet ends
+        m.d.comb += [byte.eq(self.valid & room & self.keep[0]), complete.eq(byte & (n == tb - 1)),
+                     ends.eq(self.valid & room & self.last)]
         # the output register after this cycle
         valid_next = Signal()
         m.d.comb += valid_next.eq(complete | (out_valid & ~self.tuples.ready))
         with m.If(complete):
             m.d.sync += out.eq(Cat(asm[8:], self.data))
-        n_next = Signal.like(n)
-        m.d.comb += n_next.eq(Mux(complete, 0, Mux(byte, n + 1, n)))
         with m.If(byte):
             m.d.sync += asm.eq(Cat(asm[8:], self.data))
+
+        def after(place):
+            """Whether the count is ``place`` after this cycle's byte (a packet's end aside). The
+            handshake selects among comparisons of the register n, made beside it: no adder or
+            comparison follows the handshake (the host link's byte, and the partitioners' `slot`
+            through the output's ready, into `room` and the malformed count was a critical path)."""
+            return Mux(complete, int(place == 0), Mux(byte, n == place - 1, n == place))
+
         # a packet ends: a partial tuple is discarded and counted
-        count_late(m, self.malformed, self.valid & room & self.last & (n_next != 0))
-        with m.If(self.valid & room & self.last):
+        count_late(m, self.malformed, ends & ~after(0))
+        with m.If(ends):
             m.d.sync += n.eq(0)
         with m.Else():
-            m.d.sync += n.eq(n_next)
+            m.d.sync += n.eq(Mux(complete, 0, Mux(byte, n + 1, n)))
         m.d.sync += out_valid.eq(valid_next)
         # a byte fits next cycle unless it would complete a tuple while the output is still full
-        m.d.sync += room.eq(~valid_next | (n_next != tb - 1))
+        m.d.sync += room.eq(~valid_next | ~after(tb - 1))
         return m
-

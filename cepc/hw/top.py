@@ -225,11 +225,13 @@ class Top(wiring.Component):
         # before it). It counts a tuple leaving stage 2, two flip-flops, not one the framer hands over:
         # `accept` joins the framer's valid, `en` and the partitioners' `slot` from across the die, and
         # would fan out to the counter's 48 enables
+        # (with an `en` copy of its own: the counter's enables are far from the data registers')
         seq = Signal(SEQ_WIDTH)
         advance = Signal()
-        m.d.comb += advance.eq(en_front & a_valid)
+        en_seq = en_copy("seq")
+        m.d.comb += advance.eq(en_seq & a_valid)
         increment(m, seq, advance)
-        with m.If(en_front):
+        with m.If(en_seq):
             m.d.sync += b_seq.eq(seq)
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector, seq

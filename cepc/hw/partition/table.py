@@ -606,8 +606,10 @@ class TablePartitioner(wiring.Component):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
         if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 4
             ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
-            # (target: a hit's or a free one)
-            writes3 = [Const(1) if lean else hit | free] + [wr["ways"].any() for wr in writes[:-1]]
+            # (target: a hit's or a free one. Nothing is stale, so "a hit or a free way" is "some way
+            # free or the key's": the flags, without the first-of priorities that pick the way)
+            placed = Cat(*(~used[w] | own[w] for w in range(W))).any()
+            writes3 = [Const(1) if lean else placed] + [wr["ways"].any() for wr in writes[:-1]]
             mine3 = [bucket3[j] & key3[j] & writes3[j] for j in range(forward)]
             # a way a write ahead touched is the key's own write (then picked instead) or not the key's
             # (direct-indexed, w0's too: its one way is the key's, a constant; hashed, not w0's: see picks)
