@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cepc.hw import sizing
+from cepc.hw.ecp5 import dp16kd_blocks
 from cepc.hw.partition import TablePartitioner
-from cepc.hw.partition.table import DEPTH, bank_depth_for, h3
+from cepc.hw.partition.table import BANK_DEPTH, DEPTH, h3
+from cepc.hw.top import table_partitioner
 from cepc.lang.check import check
 from cepc.lang.parse import parse_file
 from cepc.nfa.lower import lower
@@ -201,12 +203,13 @@ def test_a_direct_table_cut_into_banks_and_columns_equals_the_model():
     assert all(h or f for _, _, h, f, _ in seen)
 
 
-def test_bank_depth_is_one_block_ram_deep():
-    assert [bank_depth_for(w) for w in (1, 2, 3, 4, 5, 9, 36, 512)] == [16384, 8192, 4096, 4096, 2048, 2048,
-                                                                        2048, 2048]
-    dut = TablePartitioner(1 << 16, 16, 9)  # marathon's direct table: 32 banks of 2,048 × 9
+def test_banks_are_one_block_ram_at_its_deepest():
+    dut = TablePartitioner(1 << 16, 16, 9)  # marathon's direct table: 4 banks of 16,384 × 1 blocks
     dut._MustUse__silence = True
-    assert (dut.direct, dut.banks, dut.bank_depth) == (True, 32, 2048)
+    assert (dut.direct, dut.banks, dut.bank_depth) == (True, 4, BANK_DEPTH)
+    dut = TablePartitioner(2048, 16, 9)  # a shallower table is one bank
+    dut._MustUse__silence = True
+    assert (dut.banks, dut.bank_depth) == (1, 512)
 
 
 def test_direct_table_holds_every_key_and_never_drops():
@@ -382,10 +385,17 @@ def test_sizing_counts_the_block_rams_of_banks_ways_and_columns():
     ecp5 = sizing.DEVICES["ecp5-85f"]
     marathon = lower(check(parse_file(root / "examples" / "marathon" / "marathon.sql")))
     plan = sizing.table_plan(marathon, marathon.queries[0], 1 << 16, ecp5)
-    assert (plan.direct, plan.entries, plan.blocks) == (True, 1 << 16, 32)  # 32 banks of 2,048 × 9
+    # 4 banks of 16,384 × 1 blocks, one per bit: the 9-bit entry and whether it is in use
+    assert (plan.direct, plan.entries, plan.blocks) == (True, 1 << 16, 40)
     finance = lower(check(parse_file(root / "examples" / "finance" / "finance0" / "finance0.sql")))
     q = finance.queries[0]
     plan = sizing.table_plan(finance, q, 2048, ecp5)
-    assert plan.ways == 4 and plan.entry_bits > 504  # two columns a way: 504 bits, then the rest
-    rest = plan.entry_bits - 504
+    assert plan.ways == 4 and plan.entry_bits > 504  # two columns a way: 504 bits, then the rest and the flag
+    rest = plan.entry_bits + 1 - 504
     assert plan.blocks == 4 * (ecp5.blocks_for(512, 504) + ecp5.blocks_for(512, rest))
+    # and what the table instantiates: DP16KDs per bank, way and column
+    for design, query, n in ((marathon, marathon.queries[0], 1 << 16), (finance, q, 2048)):
+        dut = table_partitioner(query, design.tuple, n)
+        dut._MustUse__silence = True
+        blocks = dut.banks * dut.ways * sum(dp16kd_blocks(hi - lo, dut.bank_depth) for lo, hi in dut.columns)
+        assert sizing.table_plan(design, query, n, ecp5).blocks == blocks

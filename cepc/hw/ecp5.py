@@ -44,6 +44,11 @@ def mode_for(depth: int) -> int:
     raise ValueError(f"a DP16KD is at most 16,384 words deep, not {depth}")
 
 
+def dp16kd_blocks(width: int, depth: int) -> int:
+    """DP16KDs a :class:`RegisteredRam` of ``depth`` words of ``width`` bits takes on ECP5."""
+    return -(-width // mode_for(depth))
+
+
 def dp16kd(*, w_en: Value, w_addr: Value, w_data: Value, r_addr: Value, r_en: Value, o_en: Value,
            out: Value, platform=None, name: str = "dp16kd", width: int = 9) -> Elaboratable:
     """One DP16KD of ``width``-bit words (a key of :data:`MODES`): port A writes ``w_data`` at
@@ -165,7 +170,7 @@ class RegisteredRam(wiring.Component):
 
     def blocks(self) -> int:
         """DP16KDs on ECP5."""
-        return -(-self.width // self.mode)
+        return dp16kd_blocks(self.width, self.depth)
 
     def elaborate(self, platform):
         m = Module()

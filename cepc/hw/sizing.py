@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from ..plan import DesignPlan, QueryPlan
 from .devices import DEFAULT_DEVICE, DEVICES, Device  # noqa: F401 - re-exported
+from .ecp5 import dp16kd_blocks
 from .layouts import key_width, record_layout
-from .partition.table import DEFAULT_WAYS, STAMP_BITS, columns
+from .partition.table import BANK_DEPTH, DEFAULT_WAYS, STAMP_BITS, columns
 from .top import OUTPUT_FIFO_DEPTH as FIFO_DEPTH
 from .top import payload_width as payload_bits
 
@@ -97,8 +98,15 @@ def table_plan(design: DesignPlan, q: QueryPlan, entries: int, device: Device, e
     else:
         entries = ways * max(2, 1 << (-(-entries // ways) - 1).bit_length())
     bits = entry_bits(design, q, direct, True, evict)
-    # one memory per way and column, as TablePartitioner stores it
-    blocks = ways * sum(device.blocks_for(entries // ways, hi - lo) for lo, hi in columns(bits))
+    # one memory per way and column, as TablePartitioner stores it (the entry and its in-use bit): on
+    # ECP5, DP16KDs instantiated in banks BANK_DEPTH deep (the widest shape deep enough for a shallower
+    # table); elsewhere inferred, in the best shape
+    buckets, stored = entries // ways, bits + 1
+    if device.block == "DP16KD":
+        bank = min(buckets, BANK_DEPTH)
+        blocks = ways * (buckets // bank) * sum(dp16kd_blocks(hi - lo, bank) for lo, hi in columns(stored))
+    else:
+        blocks = ways * sum(device.blocks_for(buckets, hi - lo) for lo, hi in columns(stored))
     return TablePlan(q.name, direct, entries, ways, bits, blocks)
 
 

@@ -19,7 +19,8 @@ expiry (its key's last time plus the window) compared with the time of the
 tuple being placed; with ``evict_after``, not written for that many cycles.
 
 Pipeline (``depth`` = 4 enabled cycles, one key per cycle). The table is cut into
-banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into columns:
+banks (:data:`BANK_DEPTH` deep: one block RAM at its deepest shape) and, per way, into columns;
+block RAM stores each entry and, above it, whether the entry is in use (its vector is not zero):
 
 0. the key's bucket address goes to every bank: in the top, hashed two stages early into a
    register, and copied at the next stage into a register beside each bank's way (:class:`Replica`);
@@ -29,9 +30,9 @@ banks (:func:`bank_depth_for` deep: one block RAM deep) and, per way, into colum
    clock-to-out would leave no time for the route to the next flip-flop);
 3. each bank's word is registered in the fabric, where it fans in (the route from a block RAM
    anywhere on the die gets a cycle of its own); the registers of every bank but the key's are
-   cleared instead (a synchronous reset, off the data path). The key's bank is the OR of every
-   bank's registers (a tree of ORs with no select lines to fan out); it is registered, with
-   whether each way is in use and holds the key; whether the six writes ahead wrote this
+   cleared instead (a synchronous reset, off the data path), the in-use bit among them. The key's
+   bank is the OR of every bank's registers (a tree of ORs with no select lines to fan out); it is
+   registered, with whether each way is in use and holds the key; whether the six writes ahead wrote this
    bucket, and whether they were this key, is decided from registers;
 4. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
    writes (block RAM did not have them when it was read) and the key's entry is found; its state,
@@ -75,14 +76,14 @@ DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
 
 
-def bank_depth_for(width: int) -> int:
-    """How deep one bank of ``width``-bit words is: as deep as one block RAM holds them (ECP5's
-    DP16KD: 16,384 × 1, 8,192 × 2, 4,096 × 4, 2,048 × 9, wider words side by side), so a bank is never
-    block RAMs cascaded by depth, whose multiplexer would follow block RAM's clock-to-out."""
-    for depth, most in ((16384, 1), (8192, 2), (4096, 4)):
-        if width <= most:
-            return depth
-    return 2048
+# A bank is one block RAM at its deepest shape (ECP5's DP16KD: 16,384 × 1), the entry's bits side by
+# side, a block per bit: as few banks as block RAM allows, so the OR that picks the key's bank, and the
+# copies beside each bank, are few. (In 2,048 × 9 blocks marathon's table was 32 banks spread over the
+# ECP5-85F's die; in 16,384 × 1 blocks it is 4 banks, 36 blocks against 32, and its best of nextpnr's
+# seeds 1–5 went from 138.6 to 165.6 MHz: bench/results/synth.md.) Never block RAMs cascaded by depth,
+# whose multiplexer would follow block RAM's clock-to-out. A table shallower than that is one bank,
+# in the widest shape deep enough.
+BANK_DEPTH = 16384
 
 
 def columns(width: int) -> list[tuple[int, int]]:
@@ -137,11 +138,13 @@ class TablePartitioner(wiring.Component):
         self.entry_width = state_width + self.tag_width + (expiry_width or 0) + (STAMP_BITS if evict_after else 0)
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
         # banks of a power-of-two depth (at least two words: a one-word memory has no address)
-        depth = bank_depth or bank_depth_for(min(self.entry_width, COLUMN_BITS))
+        depth = bank_depth or BANK_DEPTH
         self.bank_depth = min(self.buckets, max(2, 1 << (depth - 1).bit_length()))
         self.banks = self.buckets // self.bank_depth
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
-        self.columns = columns(self.entry_width)
+        # block RAM's word: the entry and, above it, whether its vector is non-zero (the write's `keep`)
+        self.stored_width = self.entry_width + 1
+        self.columns = columns(self.stored_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
         self.early_key = early_key
         if early_key not in (0, 2):
@@ -319,7 +322,7 @@ class TablePartitioner(wiring.Component):
         # each is a copy of its own (a bank's ways' block RAMs, a block per 9 bits of the entry, spread
         # over the die), the enable decided before the copy's register, not after it.
         taken = []
-        fields_ = ("valid", "index", "ways", "entry")
+        fields_ = ("valid", "index", "ways", "entry", "keep")
         group_write = group_copies("write", Cat(*(w0[f] for f in fields_)))  # (w1's)
         for b in range(self.banks):
             if copies:
@@ -333,42 +336,41 @@ class TablePartitioner(wiring.Component):
             for w in range(W):
                 wants = parts["valid"] & parts["ways"][w] & (bank_of(parts["index"]) == b)
                 if not copies:
-                    row.append({"en": wants, "addr": parts["index"][:low], "entry": parts["entry"]})
+                    row.append({"en": wants, "addr": parts["index"][:low], "stored": Cat(parts["entry"], parts["keep"])})
                     continue
-                copy = way_copy("write", b, w, 1 + max(1, low) + ew)
-                m.d.comb += [copy.d.eq(Cat(wants, parts["index"][:max(1, low)], parts["entry"])),
+                copy = way_copy("write", b, w, 1 + max(1, low) + ew + 1)
+                m.d.comb += [copy.d.eq(Cat(wants, parts["index"][:max(1, low)], parts["entry"], parts["keep"])),
                              copy.en.eq(bank_en[b][w])]
-                row.append({"en": copy.q[0], "addr": copy.q[1:1 + max(1, low)], "entry": copy.q[1 + max(1, low):]})
+                row.append({"en": copy.q[0], "addr": copy.q[1:1 + max(1, low)], "stored": copy.q[1 + max(1, low):]})
             taken.append(row)
         bank_q = []  # [bank][way]: the stage-3 registers of the bank's read data, zero unless the key's
-        bank_used = []  # [bank][way]: beside them, whether the way is in use (its vector is not zero)
+        # [bank][way]: beside them, whether the way is in use (its vector is not zero): block RAM stores
+        # it, the write's `keep`, in a bit of its own above the entry, so the flag is a bit of the read
+        # word registered, not an OR of the vector's bits after block RAM (marathon's critical path)
+        bank_used = []
         for b in range(self.banks):
             row, row_used = [], []
             for w in range(W):
                 en = bank_en[b][w]
                 clear = Signal(name=f"bank{b}_way{w}_clear")
                 m.d.comb += clear.eq(en & ~sel2[b])
+                # the stored word's registers: the entry, then whether it is in use
                 q = Signal(ew, name=f"bank{b}_way{w}", reset_less=True)  # (v3 says whether it is a key's)
                 u = Signal(name=f"bank{b}_way{w}_used", reset_less=True)
                 row_used.append(u)
-                read = []  # the columns' read data, lowest first
+                stored = Cat(q, u)
                 for c, (lo, hi) in enumerate(self.columns):
                     # read through block RAM's own output register (on ECP5; elsewhere a flip-flop)
                     ram = RegisteredRam(hi - lo, self.bank_depth)
                     m.submodules[f"bank{b}_way{w}_col{c}"] = ram
                     m.d.comb += [ram.r_addr.eq(read_at[b][w][:low]), ram.r_en.eq(en), ram.o_en.eq(en)]
                     with m.If(clear):
-                        m.d.sync += q[lo:hi].eq(0)
+                        m.d.sync += stored[lo:hi].eq(0)
                     with m.Elif(en):
-                        m.d.sync += q[lo:hi].eq(ram.r_data)
-                    read.append(ram.r_data)
+                        m.d.sync += stored[lo:hi].eq(ram.r_data)
                     # w1's copy: written again in a stall, which changes nothing (the word is the same)
-                    m.d.comb += [ram.w_addr.eq(taken[b][w]["addr"][:low]), ram.w_data.eq(taken[b][w]["entry"][lo:hi]),
+                    m.d.comb += [ram.w_addr.eq(taken[b][w]["addr"][:low]), ram.w_data.eq(taken[b][w]["stored"][lo:hi]),
                                  ram.w_en.eq(taken[b][w]["en"])]
-                with m.If(clear):
-                    m.d.sync += u.eq(0)
-                with m.Elif(en):
-                    m.d.sync += u.eq(Cat(*read)[:vw].any())
                 row.append(q)
             bank_q.append(row)
             bank_used.append(row_used)
