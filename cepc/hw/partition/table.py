@@ -79,10 +79,10 @@ STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch ra
 # A bank is one block RAM at its deepest shape (ECP5's DP16KD: 16,384 × 1), the entry's bits side by
 # side, a block per bit: as few banks as block RAM allows, so the OR that picks the key's bank, and the
 # copies beside each bank, are few. (In 2,048 × 9 blocks marathon's table was 32 banks spread over the
-# ECP5-85F's die; in 16,384 × 1 blocks it is 4 banks, 36 blocks against 32, and its best of nextpnr's
-# seeds 1–5 went from 138.6 to 165.6 MHz: bench/results/synth.md.) Never block RAMs cascaded by depth,
-# whose multiplexer would follow block RAM's clock-to-out. A table shallower than that is one bank,
-# in the widest shape deep enough.
+# ECP5-85F's die; in 16,384 × 1 blocks it is 4 banks, 40 blocks with the in-use bit against 32, and
+# its Fmax on nextpnr's seeds 1–5 went from 126–139 to 162–182 MHz: bench/results/synth.md.) Never
+# block RAMs cascaded by depth, whose multiplexer would follow block RAM's clock-to-out. A table
+# shallower than that is one bank, in the widest shape deep enough.
 BANK_DEPTH = 16384
 
 
@@ -318,9 +318,10 @@ class TablePartitioner(wiring.Component):
         # would have to reach every bank.
         sel2 = Signal(self.banks, name="bank2", reset_less=True)
         # [bank][way]: what the way's block RAMs in the bank take from w1 (with groups, w2): the write
-        # enable (valid, this way, this bank), the address in the bank and the entry. On a large die
-        # each is a copy of its own (a bank's ways' block RAMs, a block per 9 bits of the entry, spread
-        # over the die), the enable decided before the copy's register, not after it.
+        # enable (valid, this way, this bank), the address in the bank and the stored word (the entry
+        # and its `keep`). On a large die each is a copy of its own (a bank's ways' block RAMs, a block
+        # per bit of the word in a 16,384-deep bank, spread over the die), the enable decided before
+        # the copy's register, not after it.
         taken = []
         fields_ = ("valid", "index", "ways", "entry", "keep")
         group_write = group_copies("write", Cat(*(w0[f] for f in fields_)))  # (w1's)
