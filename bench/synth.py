@@ -75,9 +75,12 @@ def run_seeds(example: str, board: str, seeds: list[int], build: Path) -> dict:
     paths, one per seed)."""
     runs = [dict(run_one(example, board, seed, build), seed=seed) for seed in seeds]
     best = max(runs, key=lambda r: r.get("fmax_mhz", -1.0))
-    best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}
+    best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}  # (None: the seed failed)
     if len(runs) > 1:
         best["critical_path_by_seed"] = {str(r["seed"]): r.get("critical_path") for r in runs}
+        failed = {str(r["seed"]): r["error"] for r in runs if "error" in r}
+        if failed:  # (a design near the device's limit may be placed on some seeds and not others)
+            best["errors_by_seed"] = failed
     best["seconds"] = round(sum(r["seconds"] for r in runs), 1)
     return best
 
@@ -106,7 +109,8 @@ def markdown(rows: list[dict], seed: int | str) -> str:
         fmax = f"{r['fmax_mhz']:.1f}"
         link = f"{r['link_fmax_mhz']:.0f} of {r['link_clock_mhz']:g}" if r.get("link_fmax_mhz") else ""
         if len(r.get("fmax_by_seed", {})) > 1:  # every seed's, the best first
-            fmax += " (" + ", ".join(f"seed {k}: {v:.1f}" for k, v in r["fmax_by_seed"].items()) + ")"
+            fmax += " (" + ", ".join(f"seed {k}: " + (f"{v:.1f}" if v is not None else "failed")
+                                     for k, v in r["fmax_by_seed"].items()) + ")"
         lines.append(
             f"| {r['example']} | {r['board']} ({r['device']}) | {r['partitions']} | {r['lut']:,} ({r['lut_percent']:.0f}%) "
             f"| {r['ff']:,} | {r['bram']} | {r['carry']} | {fmax} | {r['target_mhz']:g} "

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cepc.errors import TimingError
+from cepc.errors import FitError, TimingError
 from cepc.synth import flow
 from cepc.synth import report as rep
+from cepc.synth.flow import placement_error
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "synth"
 
@@ -79,6 +80,25 @@ def test_a_full_region_is_does_not_fit():
     assert "ERROR: Failed to expand region (0, 0) |_> (25, 31) of 5451 ICESTORM_LCs" in log
     bel, use = rep.placement_failure(log)
     assert bel == "ICESTORM_LC" and use == rep.Resource(5452, 5280)
+
+
+def test_no_legal_placement_at_the_limit_is_reported():
+    # nextpnr's placer, with logic cells at 94 %, could not legalise the placement on seed 1 (network on
+    # the UP5K at f2aea2d; seeds 3 and 5 placed it): the fullest resource is named
+    log = (FIXTURES / "ice40_no_legal_placement.log").read_text()
+    assert "ERROR: Unable to find legal placement for all cells" in log
+    assert rep.placement_failure(log) is None  # it fits on paper
+    bel, use = rep.placement_at_limit(log)
+    assert bel == "ICESTORM_LC" and use == rep.Resource(4975, 5280)
+    assert rep.placement_at_limit((FIXTURES / "ice40_region_full.log").read_text()) is None
+    # what `cepc synth` then says: the seed, the fullest resource, and what may help
+    err = placement_error(log, "iCE40UP5K", 2, 1)
+    assert isinstance(err, FitError) and str(err) == (
+        "nextpnr could not place the design on iCE40UP5K with --seed 1: it is at the device's limit (4,975 of "
+        "5,280 logic cells (ICESTORM_LC), 94%); another --seed may place it, or use fewer --partitions (now 2)")
+    full = placement_error((FIXTURES / "ice40_region_full.log").read_text(), "iCE40UP5K", 16, 1)
+    assert str(full).startswith("the design does not fit iCE40UP5K: it needs 5,452 logic cells (ICESTORM_LC)")
+    assert placement_error("Info: Program finished normally.\n", "iCE40UP5K", 2, 1) is None
 
 
 def test_clean_names():

@@ -306,11 +306,10 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     try:
         log = _run(pnr, out, out / "nextpnr.stdout.log", "nextpnr", pnr_line, watch=out / "nextpnr.log")
     except ToolError as e:
-        text = (out / "nextpnr.stdout.log").read_text(errors="replace")
-        failure = rep.placement_failure(text)
-        if failure:
-            bel, use = failure
-            raise FitError(_fit_message(platform, bel, use, partitions)) from None
+        fit = placement_error((out / "nextpnr.stdout.log").read_text(errors="replace"), platform.device,
+                              partitions, opts.seed)
+        if fit:
+            raise fit from None
         raise e
     seconds["nextpnr"] = time.perf_counter() - t0
     if not report_path.exists():
@@ -379,15 +378,28 @@ BEL_NAMES = {"TRELLIS_COMB": "LUTs", "TRELLIS_SLICE": "slices", "TRELLIS_FF": "f
              "MULT18X18D": "multipliers", "ICESTORM_DSP": "DSPs", "TRELLIS_IO": "I/O pins", "SB_IO": "I/O pins"}
 
 
-def _fit_message(platform, bel: str, use: rep.Resource | None, partitions: int) -> str:
-    what = f"{BEL_NAMES.get(bel, bel)} ({bel})"
-    if use and use.available:
-        over = use.used - use.available
-        detail = (f"it needs {use.used:,} {what}, the device has {use.available:,} "
-                  f"({over:,} or {100 * over / use.available:.0f}% over)")
-    else:
-        detail = f"it needs more {what} than the device has"
-    return f"the design does not fit {platform.device}: {detail}; use fewer --partitions (now {partitions})"
+def placement_error(log: str, device: str, partitions: int, seed: int) -> FitError | None:
+    """The error for a nextpnr log that stopped because the design does not fit ``device``, or fits on
+    paper but could not be placed with ``seed`` (None if it stopped for another reason)."""
+    failure = rep.placement_failure(log)
+    if failure:
+        bel, use = failure
+        what = f"{BEL_NAMES.get(bel, bel)} ({bel})"
+        if use and use.available:
+            over = use.used - use.available
+            detail = (f"it needs {use.used:,} {what}, the device has {use.available:,} "
+                      f"({over:,} or {100 * over / use.available:.0f}% over)")
+        else:
+            detail = f"it needs more {what} than the device has"
+        return FitError(f"the design does not fit {device}: {detail}; use fewer --partitions (now {partitions})")
+    limit = rep.placement_at_limit(log)
+    if limit:
+        bel, use = limit
+        return FitError(f"nextpnr could not place the design on {device} with --seed {seed}: it is at the device's "
+                        f"limit ({use.used:,} of {use.available:,} {BEL_NAMES.get(bel, bel)} ({bel}), "
+                        f"{100 * use.used / use.available:.0f}%); another --seed may place it, or use fewer "
+                        f"--partitions (now {partitions})")
+    return None
 
 
 def _reserved_message(design, device, reserved) -> str:

@@ -197,6 +197,8 @@ _TOO_MANY = re.compile(r"ERROR: Design uses more (\w+) \((\d+)\) than available 
 # the analytic placer (HeAP) gives up when a cell type is over 100 %
 _EXPAND = re.compile(r"ERROR: Failed to expand region .* of \d+ (\w+?)s?\s*$", re.M)
 _UTIL = re.compile(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%")
+# ... and may give up below 100 %, where legalising a dense placement fails (another seed may not)
+_NO_LEGAL = re.compile(r"ERROR: Unable to find legal placement for all cells")
 
 
 def log_utilisation(log: str) -> dict[str, Resource]:
@@ -217,3 +219,18 @@ def placement_failure(log: str) -> tuple[str, Resource | None] | None:
         bel = m.group(1)
         return bel, log_utilisation(log).get(bel)
     return None
+
+
+def placement_at_limit(log: str) -> tuple[str, Resource] | None:
+    """(the fullest fabric BEL type, its use) if nextpnr's placer could not legalise a design that fits
+    on paper ("Unable to find legal placement for all cells, design is probably at utilisation limit").
+    Fabric: logic, flip-flops, block and LUT RAM (not the clock buffers or the PLL, full by design)."""
+    if not _NO_LEGAL.search(log):
+        return None
+    fabric = {bel for kinds in FAMILY_RESOURCES.values() for kind, bel in kinds.items()
+              if kind in ("lut", "ff", "bram", "lutram")}
+    used = {bel: r for bel, r in log_utilisation(log).items() if bel in fabric and r.available}
+    if not used:
+        return None
+    bel = max(used, key=lambda b: used[b].used / used[b].available)
+    return bel, used[bel]
