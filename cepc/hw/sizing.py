@@ -21,7 +21,7 @@ from ..plan import DesignPlan, QueryPlan
 from .devices import DEFAULT_DEVICE, DEVICES, Device  # noqa: F401 - re-exported
 from .ecp5 import dp16kd_blocks
 from .layouts import key_width, record_layout
-from .partition.table import BANK_DEPTH, DEFAULT_WAYS, STAMP_BITS, columns
+from .partition.table import DEFAULT_WAYS, STAMP_BITS, bank_depth_of, stored_columns
 from .top import OUTPUT_FIFO_DEPTH as FIFO_DEPTH
 from .top import payload_width as payload_bits
 
@@ -101,12 +101,12 @@ def table_plan(design: DesignPlan, q: QueryPlan, entries: int, device: Device, e
     # one memory per way and column, as TablePartitioner stores it (the entry and its in-use bit): on
     # ECP5, DP16KDs instantiated in banks BANK_DEPTH deep (the widest shape deep enough for a shallower
     # table); elsewhere inferred, in the best shape
-    buckets, stored = entries // ways, bits + 1
+    buckets = entries // ways
     if device.block == "DP16KD":
-        bank = min(buckets, BANK_DEPTH)
-        blocks = ways * (buckets // bank) * sum(dp16kd_blocks(hi - lo, bank) for lo, hi in columns(stored))
+        bank = bank_depth_of(buckets)
+        blocks = ways * (buckets // bank) * sum(dp16kd_blocks(hi - lo, bank) for lo, hi in stored_columns(bits))
     else:
-        blocks = ways * sum(device.blocks_for(buckets, hi - lo) for lo, hi in columns(stored))
+        blocks = ways * sum(device.blocks_for(buckets, hi - lo) for lo, hi in stored_columns(bits))
     return TablePlan(q.name, direct, entries, ways, bits, blocks)
 
 

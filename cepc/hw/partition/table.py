@@ -86,6 +86,18 @@ STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch ra
 BANK_DEPTH = 16384
 
 
+def bank_depth_of(buckets: int, depth: int = BANK_DEPTH) -> int:
+    """How deep a bank of a table of ``buckets`` is: ``depth`` rounded up to a power of two (at least
+    two words: a one-word memory has no address), at most the table."""
+    return min(buckets, max(2, 1 << (depth - 1).bit_length()))
+
+
+def stored_columns(entry_width: int) -> list[tuple[int, int]]:
+    """The columns of block RAM's word: the entry and, above it, whether its vector is non-zero (the
+    write's `keep`)."""
+    return columns(entry_width + 1)
+
+
 def columns(width: int) -> list[tuple[int, int]]:
     """The bit ranges ``[lo, hi)`` an entry of ``width`` bits is stored in: one memory each, at most
     COLUMN_BITS wide."""
@@ -137,14 +149,10 @@ class TablePartitioner(wiring.Component):
         self.tag_width = 0 if self.direct else key_width
         self.entry_width = state_width + self.tag_width + (expiry_width or 0) + (STAMP_BITS if evict_after else 0)
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
-        # banks of a power-of-two depth (at least two words: a one-word memory has no address)
-        depth = bank_depth or BANK_DEPTH
-        self.bank_depth = min(self.buckets, max(2, 1 << (depth - 1).bit_length()))
+        self.bank_depth = bank_depth_of(self.buckets, bank_depth or BANK_DEPTH)
         self.banks = self.buckets // self.bank_depth
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
-        # block RAM's word: the entry and, above it, whether its vector is non-zero (the write's `keep`)
-        self.stored_width = self.entry_width + 1
-        self.columns = columns(self.stored_width)
+        self.columns = stored_columns(self.entry_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
         self.early_key = early_key
         if early_key not in (0, 2):
