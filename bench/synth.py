@@ -36,10 +36,10 @@ EXAMPLES = {"marathon": "examples/marathon/marathon.sql", "network": "examples/n
 TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (the board clock may be higher)
 
 
-def run_one(example: str, board: str, seed: int, build: Path) -> dict:
+def run_one(example: str, board: str, seed: int, build: Path, partitions: int | None = None) -> dict:
     checked = check(parse_file(ROOT / EXAMPLES[example]))
     opts = flow.SynthOptions(board=board, out_dir=build / board / example, seed=seed, allow_timing_fail=True,
-                             pack=False)
+                             pack=False, partitions=partitions)
     t0 = time.perf_counter()
     steps = []
     try:
@@ -69,11 +69,11 @@ def run_one(example: str, board: str, seed: int, build: Path) -> dict:
     }
 
 
-def run_seeds(example: str, board: str, seeds: list[int], build: Path) -> dict:
+def run_seeds(example: str, board: str, seeds: list[int], build: Path, partitions: int | None = None) -> dict:
     """The best of ``seeds`` (by Fmax), with every seed's Fmax in ``fmax_by_seed`` and its critical
     path in ``critical_path_by_seed`` (a design that misses on most seeds often misses on several
     paths, one per seed)."""
-    runs = [dict(run_one(example, board, seed, build), seed=seed) for seed in seeds]
+    runs = [dict(run_one(example, board, seed, build, partitions), seed=seed) for seed in seeds]
     best = max(runs, key=lambda r: r.get("fmax_mhz", -1.0))
     best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}  # (None: the seed failed)
     if len(runs) > 1:
@@ -128,6 +128,8 @@ def main() -> int:
     p.add_argument("--boards", default=",".join(TARGETS_MHZ))
     p.add_argument("--examples", default=",".join(EXAMPLES))
     p.add_argument("--seeds", default="1", help="nextpnr seeds to try, comma-separated (each row: the best)")
+    p.add_argument("--partitions", type=int, help="partitions per query for every row (default: what "
+                   "--partitioner auto picks for the board's device), to compare designs at one size")
     p.add_argument("--build", default=str(ROOT / "build" / "bench-synth"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
@@ -136,7 +138,7 @@ def main() -> int:
     for board in args.boards.split(","):
         for example in args.examples.split(","):
             print(f"== {example} on {board}", file=sys.stderr, flush=True)
-            row = run_seeds(example, board, seeds, Path(args.build))
+            row = run_seeds(example, board, seeds, Path(args.build), args.partitions)
             print(json.dumps(row), file=sys.stderr, flush=True)
             rows.append(row)
     out = Path(args.out)

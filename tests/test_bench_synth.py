@@ -24,7 +24,7 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
               "link_fmax_mhz": 38.1, "link_clock_mhz": 12.0, "critical_path": "24.93 ns", "seconds": 300.0}
     error = "nextpnr could not place the design on iCE40UP5K with --seed 1: it is at the device's limit"
 
-    def run_one(example, board, seed, build):
+    def run_one(example, board, seed, build, partitions=None):
         if seed == 1:
             return {"example": example, "board": board, "error": error, "target_mhz": 50.0, "met": False,
                     "seconds": 90.0}

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from cepc.hw import sizing
 from cepc.hw.ecp5 import dp16kd_blocks
 from cepc.hw.partition import TablePartitioner
-from cepc.hw.partition.table import BANK_DEPTH, DEPTH, h3
+from cepc.hw.partition.table import BANK_DEPTH, DEPTH, h3, h3_matrix, quotient_tag
 from cepc.hw.top import table_partitioner
 from cepc.lang.check import check
 from cepc.lang.parse import parse_file
@@ -379,6 +379,35 @@ def test_h3_hash_spreads_keys():
     assert dut.index(12345) == h3(12345, dut.hash_rows)
 
 
+@pytest.mark.parametrize("key_width,index_bits", [(8, 1), (8, 4), (10, 6), (12, 11), (13, 7)])
+def test_the_bucket_and_the_quotient_tag_identify_the_key(key_width, index_bits):
+    # every key of the width: no two share both the bucket and the tag, which is index_bits narrower
+    rows = h3_matrix(key_width, index_bits)
+    tag = quotient_tag(key_width, rows)
+    assert len(tag) == key_width - index_bits
+    seen = {}
+    for key in range(1 << key_width):
+        code = (h3(key, rows), sum((key >> b & 1) << i for i, b in enumerate(tag)))
+        assert code not in seen, f"keys {seen[code]} and {key} share a bucket and a tag"
+        seen[code] = key
+
+
+def test_a_hash_of_lower_rank_keeps_the_whole_key_as_its_tag():
+    assert quotient_tag(6, [0b000011, 0b001100, 0b001111]) == tuple(range(6))  # row 3 = row 1 ^ row 2
+
+
+def test_a_hashed_entry_stores_the_quotient_tag():
+    # network's 32-bit source address in 4,096 buckets: 20 tag bits, not 32
+    root = Path(__file__).resolve().parent.parent
+    network = lower(check(parse_file(root / "examples" / "network" / "network.sql")))
+    q = network.queries[0]
+    dut = table_partitioner(q, network.tuple, 1 << 14)
+    dut._MustUse__silence = True
+    assert (dut.direct, dut.buckets, dut.tag_width) == (False, 4096, 20)
+    assert dut.entry_width == q.state_width + 20
+    assert sizing.table_plan(network, q, 1 << 14, sizing.DEVICES["ecp5-85f"]).entry_bits == dut.entry_width
+
+
 def test_sizing_counts_the_block_rams_of_banks_ways_and_columns():
     # what `--partitioner auto` reports is what TablePartitioner stores: one memory per way, in columns
     root = Path(__file__).resolve().parent.parent
@@ -399,3 +428,4 @@ def test_sizing_counts_the_block_rams_of_banks_ways_and_columns():
         dut._MustUse__silence = True
         blocks = dut.banks * dut.ways * sum(dp16kd_blocks(hi - lo, dut.bank_depth) for lo, hi in dut.columns)
         assert sizing.table_plan(design, query, n, ecp5).blocks == blocks
+        assert sizing.table_plan(design, query, n, ecp5).entry_bits == dut.entry_width

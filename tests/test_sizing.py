@@ -45,29 +45,72 @@ def test_fifos_take_block_ram_only_without_lut_ram():
 
 def test_auto_leaves_room_for_the_fifos_and_the_buffer():
     net = design("network/network.sql")
-    # alone, half the UP5K (15 blocks) was network's: 2 × 512 partitions, which with the FIFOs and the
-    # buffer's 26 blocks did not fit; 4 blocks are left, not enough for the smallest table
+    # the FIFOs' 22 blocks and the buffer's 4 leave 4: a table of one way and 256 partitions a query,
+    # 2 blocks each (256 × 16: the state, the 24-bit quotient tag and the in-use bit). With the full
+    # 32-bit key as its tag no table fitted, and network got a pipeline of 2.
     reserved = sizing.reserved_blocks(net, UP5K, 2048)
     choice = sizing.choose(net, UP5K, reserved=reserved)
+    assert (choice.partitioner, choice.partitions, choice.ways) == ("table", 256, 1)
+    assert [(t.entry_bits, t.blocks) for t in choice.tables] == [(27, 2), (27, 2)]
+    assert reserved.blocks + 4 == UP5K.blocks
+    # mshape: its FIFOs (25 blocks) and the buffer leave 1 block, not enough for the smallest table
+    msh = design("mshape/mshape.sql")
+    reserved = sizing.reserved_blocks(msh, UP5K, 2048)
+    choice = sizing.choose(msh, UP5K, reserved=reserved)
     assert choice.partitioner == "pipeline"
-    assert "not even a 64-entry table fits the 4 of" in choice.reason
-    # and a pipeline of 2: the delay line of 16 would be a ring of 15 204-bit payloads in 13 blocks,
-    # and one of 4 registers is too many flip-flops (the slow test below fits it)
-    assert sizing.payload_bits(net) == 152 + 4 + 48 and UP5K.blocks_for(15, 204) == 13
+    assert "not even a 64-entry table fits the 1 of" in choice.reason
+    # and a pipeline of 2: the delay line of 16 would be a ring of 15 211-bit payloads in 14 blocks,
+    # and one of 4 registers is too many flip-flops (network's, measured: 103 % of the logic cells)
+    assert sizing.payload_bits(msh) == 211 and UP5K.blocks_for(15, 211) == 14
     assert choice.partitions == sizing.REGISTER_PIPELINE == 2
-    assert "its delay line in registers: a longer one would take 13 SB_RAM40_4Ks" in choice.reason
+    assert "its delay line in registers: a longer one would take 14 SB_RAM40_4Ks" in choice.reason
     # where the ring fits (or is LUT RAM), the pipeline keeps its default length
     roomy = sizing.Reserved(fifos=0, buffer=0)
-    assert sizing.pipeline_length(net, UP5K, roomy) == sizing.pipeline_length(net, ECP5, reserved) == 16
-    # marathon: 12 blocks of FIFOs, 4 of buffer, its table the 14 left (the 30 Yosys used, bench/results)
+    assert sizing.pipeline_length(msh, UP5K, roomy) == sizing.pipeline_length(msh, ECP5, reserved) == 16
+    # marathon: 12 blocks of FIFOs, 4 of buffer, its table the 14 left
     mar = design("marathon/marathon.sql")
     reserved = sizing.reserved_blocks(mar, UP5K, 2048)
     choice = sizing.choose(mar, UP5K, reserved=reserved)
-    assert choice.partitioner == "table" and choice.partitions == 2048
+    assert choice.partitioner == "table" and choice.partitions == 4096
     assert reserved.blocks + sum(t.blocks for t in choice.tables) <= UP5K.blocks
     # where FIFOs are LUT RAM, half the device stays the tables' (the sizes measured on ECP5 stand)
     assert sizing.choose(net, ECP5, reserved=sizing.reserved_blocks(net, ECP5, 2048)) == sizing.choose(net, ECP5)
-    assert sizing.choose(net, ECP5).partitions == 16384
+    # 2 × 48 of the 85F's 208 blocks: 32,768 partitions a query (16,384 with the full key as the tag)
+    assert sizing.choose(net, ECP5).partitions == 32768
+
+
+def test_auto_falls_back_to_the_pipeline_only_when_the_tables_logic_does_not_fit(monkeypatch, tmp_path):
+    # `auto` sizes tables by block RAM; nextpnr alone knows whether their logic fits
+    from cepc.errors import FitError
+    from cepc.lang.parse import parse_file as parse
+    from cepc.synth import flow
+
+    placed = []
+
+    def place(design, choice, opts, *args):
+        placed.append((choice.partitioner, choice.partitions))
+        if choice.partitioner == "table":
+            e = FitError(f"the design does not fit: {opts.partitioner}")
+            e.bel, e.detail = failing["bel"], "it needs 6,110 logic cells (ICESTORM_LC), the device has 5,280"
+            raise e
+        return "placed"
+
+    monkeypatch.setattr(flow, "_place", place)
+    checked = check(parse(ROOT / "examples" / "network" / "network.sql"))
+    notes = []
+    failing = {"bel": "ICESTORM_LC"}  # what nextpnr finds too little of
+    opts = flow.SynthOptions(board="icebreaker", out_dir=tmp_path)
+    assert flow.synthesize(checked, opts, notes.append) == "placed"
+    assert placed == [("table", 256), ("pipeline", 2)]
+    assert any(n.startswith("the tables of 256 partitions do not fit iCE40UP5K: it needs 6,110") for n in notes)
+    # not when the user asked for the table or its size, nor when block RAM is what does not fit
+    for asked, bel in (({"partitioner": "table"}, "ICESTORM_LC"), ({"partitions": 256}, "ICESTORM_LC"),
+                       ({}, "ICESTORM_RAM")):
+        placed.clear()
+        failing["bel"] = bel
+        with pytest.raises(FitError):
+            flow.synthesize(checked, flow.SynthOptions(board="icebreaker", out_dir=tmp_path, **asked))
+        assert placed == [("table", 256)]
 
 
 def test_a_design_whose_fifos_alone_do_not_fit_fails_before_yosys(tmp_path, capsys):
@@ -89,7 +132,14 @@ def test_network_on_the_icebreaker_fits_as_auto_sizes_it(tmp_path, capsys):
         yowasp_or_skip(tool)
     rc = main(["synth", str(ROOT / "examples" / "network" / "network.sql"), "--board", "icebreaker", "--freq", "24",
                "-o", str(tmp_path / "build"), "--report", str(tmp_path / "r.json")])
-    assert rc == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    # block RAM holds two tables of 256 partitions, but their logic does not fit: nextpnr says so, and
+    # `auto` falls back to the pipeline, which it sizes as when no table fits
+    assert re.search(r"^the tables of 256 partitions do not fit iCE40UP5K: it needs [\d,]+ logic cells "
+                     r"\(ICESTORM_LC\), the device has 5,280 \([\d,]+ or \d+% over\); Woods' pipeline "
+                     r"partitioner instead$", err, re.M)
+    assert re.search(r"^partitioner: pipeline \(Woods et al\.\), 2 partitions, .*its delay line in registers", err, re.M)
     r = json.loads((tmp_path / "r.json").read_text())
     assert r["options"]["partitioner"] == "pipeline" and r["options"]["partitions"] == 2 and r["timing_met"]
     # no table, a delay line of registers: the block RAMs Yosys used are the FIFOs' and the buffer's

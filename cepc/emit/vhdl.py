@@ -372,6 +372,8 @@ def _table(q: QueryPlan, tup, top: Top) -> dict:
         "bank_bits": table.bank_bits_low,
         # the H3 rows as one bit string, row 0 in the lowest bits (written last)
         "hash_rows": "".join(format(row, f"0{kw}b") for row in reversed(table.hash_rows)) or "0",
+        # the key's bits stored as its tag (quotient_tag), MSB first
+        "tag_mask": "".join("1" if b in table.tag_bits else "0" for b in reversed(range(kw))),
         "stamp_period": table._period or 0,
     }
 

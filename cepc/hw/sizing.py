@@ -21,7 +21,7 @@ from ..plan import DesignPlan, QueryPlan
 from .devices import DEFAULT_DEVICE, DEVICES, Device  # noqa: F401 - re-exported
 from .ecp5 import dp16kd_blocks
 from .layouts import key_width, record_layout
-from .partition.table import DEFAULT_WAYS, STAMP_BITS, bank_depth_of, stored_columns
+from .partition.table import DEFAULT_WAYS, STAMP_BITS, bank_depth_of, stored_columns, tag_width_of
 from .top import OUTPUT_FIFO_DEPTH as FIFO_DEPTH
 from .top import payload_width as payload_bits
 
@@ -34,10 +34,13 @@ PIPELINE_DEFAULT = 16  # the pipeline partitioner's default length
 REGISTER_PIPELINE = 2
 
 
-def entry_bits(design: DesignPlan, q: QueryPlan, direct: bool, within: bool, evict: bool) -> int:
+def entry_bits(design: DesignPlan, q: QueryPlan, buckets: int | None, within: bool, evict: bool) -> int:
+    """An entry's bits in a table of ``buckets`` (None: direct-indexed, no tag), as TablePartitioner
+    lays it out: the state, the tag (the key's bits outside the hash's pivots), the expiry, the stamp."""
     state = q.state_width
     time = design.tuple.field(q.time_field).width + 1 if within and q.within is not None else 0
-    return state + (0 if direct else key_width(design.tuple, q)) + time + (STAMP_BITS if evict else 0)
+    tag = 0 if buckets is None else tag_width_of(key_width(design.tuple, q), buckets)
+    return state + tag + time + (STAMP_BITS if evict else 0)
 
 
 @dataclass(frozen=True)
@@ -97,11 +100,11 @@ def table_plan(design: DesignPlan, q: QueryPlan, entries: int, device: Device, e
         entries, ways = 1 << kw, 1
     else:
         entries = ways * max(2, 1 << (-(-entries // ways) - 1).bit_length())
-    bits = entry_bits(design, q, direct, True, evict)
+    buckets = entries // ways
+    bits = entry_bits(design, q, None if direct else buckets, True, evict)
     # one memory per way and column, as TablePartitioner stores it (the entry and its in-use bit): on
     # ECP5, DP16KDs instantiated in banks BANK_DEPTH deep (the widest shape deep enough for a shallower
     # table); elsewhere inferred, in the best shape
-    buckets = entries // ways
     if device.block == "DP16KD":
         bank = bank_depth_of(buckets)
         blocks = ways * (buckets // bank) * sum(dp16kd_blocks(hi - lo, bank) for lo, hi in stored_columns(bits))
@@ -152,11 +155,17 @@ def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partit
     if partitioner == "table":
         tables = tuple(table_plan(design, q, MIN_TABLE, device, evict) for q in keyed)
         return Choice("table", MIN_TABLE, tables, f"does not fit {share}")
+    return fallback(design, device, reserved, f"not even a {MIN_TABLE}-entry table fits {share}")
+
+
+def fallback(design: DesignPlan, device: Device, reserved: Reserved, why: str) -> Choice:
+    """Woods' pipeline, where no table serves (``why``): its default length, or a short line of
+    registers where its delay line would take block RAM the device has not got."""
     length = pipeline_length(design, device, reserved)
-    why = "" if length == PIPELINE_DEFAULT else (
-        f"; its delay line in registers: a longer one would take {ring_blocks(design, device)} "
-        f"{device.block}s of {payload_bits(design)}-bit payloads")
-    return Choice("pipeline", length, (), f"not even a {MIN_TABLE}-entry table fits {share}{why}")
+    if length != PIPELINE_DEFAULT:
+        why += (f"; its delay line in registers: a longer one would take {ring_blocks(design, device)} "
+                f"{device.block}s of {payload_bits(design)}-bit payloads")
+    return Choice("pipeline", length, (), why)
 
 
 def describe(choice: Choice, device: Device, design: DesignPlan) -> str:

@@ -191,9 +191,7 @@ _NEXTPNR_PHASES = [
 def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None) -> SynthResult:
     """Synthesise ``checked`` for ``opts.board``; raises FitError, TimingError or ToolError."""
     from ..hw import sizing
-    from ..hw.board_top import BoardTop
     from ..hw.pll import ecp5_pll, ice40_pll, with_link_clock
-    from ..hw.replica import Replica
     from ..nfa.lower import lower
 
     plat_cls = board(opts.board)
@@ -237,6 +235,29 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     except ValueError as e:
         raise UsageError(str(e)) from None
     progress(sizing.describe(choice, device, design))
+    try:
+        return _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
+    except FitError as e:
+        # `auto` sizes the table by block RAM; whether its logic fits, only nextpnr knows (network's two
+        # tables on the UP5K: 6,110 of its 5,280 logic cells). Then Woods' pipeline, a few flip-flops a
+        # partition, which the user would otherwise have to ask for.
+        asked = opts.partitioner != "auto" or opts.partitions is not None
+        if asked or choice.partitioner != "table" or getattr(e, "bel", None) not in LOGIC_BELS:
+            raise
+        tables = f"the tables of {choice.partitions:,} partitions"
+        progress(f"{tables} do not fit {plat_cls.device}: {e.detail}; Woods' pipeline partitioner instead")
+        choice = sizing.fallback(design, device, reserved, f"{tables} do not fit: {e.detail}")
+        progress(sizing.describe(choice, device, design))
+        return _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
+
+
+def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pll, baud: int, checked,
+           progress: Progress) -> SynthResult:
+    """The board top with ``choice``'s partitioner, through Yosys, nextpnr and the packer."""
+    from ..hw.board_top import BoardTop
+    from ..hw.replica import Replica
+
+    platform = plat_cls()
     partitions = choice.partitions
     options = {"board": opts.board}
     if opts.evict_after:
@@ -373,6 +394,7 @@ def _clocks(nreport: dict) -> tuple[str | None, str | None]:
     return design, link
 
 
+LOGIC_BELS = {"TRELLIS_COMB", "TRELLIS_SLICE", "TRELLIS_FF", "ICESTORM_LC"}  # (not block RAM, I/O or DSPs)
 BEL_NAMES = {"TRELLIS_COMB": "LUTs", "TRELLIS_SLICE": "slices", "TRELLIS_FF": "flip-flops", "DP16KD": "block RAMs",
              "ICESTORM_LC": "logic cells", "ICESTORM_RAM": "block RAMs", "TRELLIS_RAMW": "LUT RAM cells",
              "MULT18X18D": "multipliers", "ICESTORM_DSP": "DSPs", "TRELLIS_IO": "I/O pins", "SB_IO": "I/O pins"}
@@ -391,7 +413,9 @@ def placement_error(log: str, device: str, partitions: int, seed: int) -> FitErr
                       f"({over:,} or {100 * over / use.available:.0f}% over)")
         else:
             detail = f"it needs more {what} than the device has"
-        return FitError(f"the design does not fit {device}: {detail}; use fewer --partitions (now {partitions})")
+        error = FitError(f"the design does not fit {device}: {detail}; use fewer --partitions (now {partitions})")
+        error.bel, error.detail = bel, detail  # the resource it needs more of, and how much
+        return error
     limit = rep.placement_at_limit(log)
     if limit:
         bel, use = limit

@@ -9,9 +9,11 @@ in block RAM (``amaranth.lib.memory``), read and written back every cycle:
   key is the address, the table holds every possible partition, nothing is
   ever dropped, and no tag is stored.
 * **Hashed** otherwise: an H3 hash of the key picks a bucket of ``ways``
-  entries, each with the full key as its tag, searched in parallel (a probe
-  bounded by the bucket). A tuple whose key has no entry and finds no free
-  one in its bucket cannot be placed: the caller drops it (SPEC §3.6).
+  entries, each tagged with the key's bits outside the hash's pivots (the
+  bucket and the tag identify the key: :func:`quotient_tag`), searched in
+  parallel (a probe bounded by the bucket). A tuple whose key has no entry
+  and finds no free one in its bucket cannot be placed: the caller drops it
+  (SPEC §3.6).
 
 An entry is free when its state vector is zero (exactly a fresh partition,
 as in the pipeline partitioner), or when it is stale: with WITHIN, past its
@@ -110,9 +112,37 @@ def h3_matrix(key_width: int, index_bits: int, seed: int = 0x5EED) -> list[int]:
     return [rng.getrandbits(key_width) | (1 << (i % key_width)) for i in range(index_bits)]
 
 
+def tag_width_of(key_width: int, buckets: int) -> int:
+    """The tag's width in a hashed table of ``buckets`` (a power of two, at least two), as
+    TablePartitioner stores it."""
+    return len(quotient_tag(key_width, h3_matrix(key_width, (buckets - 1).bit_length())))
+
+
 def h3(key: int, rows: list[int]) -> int:
     """The H3 hash in software, for tests and host tools."""
     return sum((bin(key & row).count("1") & 1) << i for i, row in enumerate(rows))
+
+
+def quotient_tag(key_width: int, rows: list[int]) -> tuple[int, ...]:
+    """The key bits a hashed entry stores as its tag: all but a set of ``len(rows)`` bits (pivots)
+    over which the hash is invertible, found by Gaussian elimination over GF(2).
+
+    Two keys in one bucket (equal hashes) whose other bits are equal are equal: the hash of their
+    difference, which lies in the pivots, is zero, and only zero hashes to zero there. So the bucket
+    and these bits identify the key, and the tag is ``len(rows)`` bits narrower than it (Cleary's
+    quotienting; network's 32-bit keys in 4,096 buckets: a 20-bit tag). Without such a set (a hash
+    of lower rank) every bit is stored."""
+    reduced: list[tuple[int, int]] = []  # (row, its pivot bit), each pivot cleared in the others
+    for row in rows:
+        for r, pivot in reduced:
+            if row >> pivot & 1:
+                row ^= r
+        if row == 0:
+            return tuple(range(key_width))
+        pivot = row.bit_length() - 1
+        reduced = [(r ^ row if r >> pivot & 1 else r, p) for r, p in reduced] + [(row, pivot)]
+    pivots = {p for _, p in reduced}
+    return tuple(b for b in range(key_width) if b not in pivots)
 
 
 class TablePartitioner(wiring.Component):
@@ -146,9 +176,11 @@ class TablePartitioner(wiring.Component):
         self._vw = vector_width or state_width
         self._xw = expiry_width
         self._period = max(1, evict_after // (1 << (STAMP_BITS - 1))) if evict_after else None
-        self.tag_width = 0 if self.direct else key_width
-        self.entry_width = state_width + self.tag_width + (expiry_width or 0) + (STAMP_BITS if evict_after else 0)
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
+        # hashed: the key bits stored as its tag (the bucket gives the rest: quotient_tag)
+        self.tag_bits = () if self.direct else quotient_tag(key_width, self.hash_rows)
+        self.tag_width = len(self.tag_bits)
+        self.entry_width = state_width + self.tag_width + (expiry_width or 0) + (STAMP_BITS if evict_after else 0)
         self.bank_depth = bank_depth_of(self.buckets, bank_depth or BANK_DEPTH)
         self.banks = self.buckets // self.bank_depth
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
@@ -178,6 +210,10 @@ class TablePartitioner(wiring.Component):
         kw, sw, vw, W, ew = self._kw, self._sw, self._vw, self.ways, self.entry_width
         ib = max(1, self.index_bits)
         low = self.bank_bits_low  # address bits inside a bank; the bits above pick the bank
+
+        def tag_of(key):
+            """The key's tag (its bits outside the hash's pivots); compared only within a bucket."""
+            return Cat(*(key[b] for b in self.tag_bits)) if self.tag_bits else Const(0, 1)
 
         def index_of(key):
             if self.direct:
@@ -307,7 +343,7 @@ class TablePartitioner(wiring.Component):
                    "ways": Signal(W, name=f"w{j}_ways", reset_less=bare),
                    "entry": Signal(ew, name=f"w{j}_entry", reset_less=bare),
                    "keep": Signal(name=f"w{j}_keep", reset_less=bare),
-                   "key": Signal(kw, name=f"w{j}_key", reset_less=bare),
+                   "key": Signal(max(1, self.tag_width), name=f"w{j}_key", reset_less=bare),  # its tag
                    "was": Signal(name=f"w{j}_was", reset_less=bare)}  # the entry it writes was in use
                   for j in range(forward)]
         w0 = writes[0]
@@ -401,7 +437,8 @@ class TablePartitioner(wiring.Component):
         same_key = [Signal(name=f"fwd{j}_key") for j in range(forward)]
         # after the next enabled edge: the key at stage 4, the write it forms, then the registered
         # writes (the swept buckets' among them: no key is at stage 2 while the table is swept)
-        ahead = [(v3, i3, k3), (v4, i4, k4)] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
+        # (keys as their tags: a key is compared only with those in its bucket, where the tag identifies it)
+        ahead = [(v3, i3, tag_of(k3)), (v4, i4, tag_of(k4))] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
         # the key's bank's ways: whether each is in use and holds the key; the writes ahead: whether each
         # is to the key's bucket and was the key's
         used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
@@ -419,7 +456,7 @@ class TablePartitioner(wiring.Component):
             m.d.comb += [copy.d.eq(d), copy.en.eq(self.en)]
             return copy.q
         for w in range(W):
-            k3_tag = copy_of(f"key3_way{w}", k3, k2) if self.tag_width else None
+            k3_tag = copy_of(f"key3_way{w}", tag_of(k3), tag_of(k2)) if self.tag_width else None
             word = Const(0, ew)
             for b in range(self.banks):
                 word = word | bank_q[b][w]
@@ -439,7 +476,8 @@ class TablePartitioner(wiring.Component):
             # (Every register here moves on the same enabled edges. The key at stage 4 forms w0: no key
             # is at stage 1 while the table is swept, and a swept bucket's write is compared once it
             # is registered.)
-            before = [(i2, k2), (i3, k3), (i4, k4)] + [(wr["index"], wr["key"]) for wr in writes[:-3]]
+            before = [(i2, tag_of(k2)), (i3, tag_of(k3)), (i4, tag_of(k4))] + \
+                [(wr["index"], wr["key"]) for wr in writes[:-3]]
 
             def chunked(name, a, b):
                 parts = [a[c:c + COMPARE_CHUNK] == b[c:c + COMPARE_CHUNK] for c in range(0, len(a), COMPARE_CHUNK)]
@@ -448,7 +486,7 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += reg.eq(Cat(*parts))
                 return reg.all()
 
-            early = [(chunked(f"bucket2_ahead{j}", index, i1), chunked(f"key2_ahead{j}", key, k1) if self.tag_width
+            early = [(chunked(f"bucket2_ahead{j}", index, i1), chunked(f"key2_ahead{j}", key, tag_of(k1)) if self.tag_width
                       else Const(1)) for j, (index, key) in enumerate(before)]
             with m.If(self.en):
                 for j, ((valid, _, _), (same_index, same_key_)) in enumerate(zip(ahead, early)):
@@ -458,7 +496,7 @@ class TablePartitioner(wiring.Component):
                 for j, (valid, index, key) in enumerate(ahead):
                     # (direct-indexed, the bucket is the key: a write to it was the key's)
                     m.d.sync += [bucket3[j].eq(valid & (index == i2)),
-                                 key3[j].eq(key == k2 if self.tag_width else 1)]
+                                 key3[j].eq(key == tag_of(k2) if self.tag_width else 1)]
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
@@ -599,13 +637,13 @@ class TablePartitioner(wiring.Component):
             target = [Mux(hit, hits[w], alloc[w]) for w in range(W)]
         else:  # taking a stale entry evicts it: only for a state worth keeping
             target = [Mux(hit, hits[w], alloc[w] & keep) for w in range(W)]
-        new_entry = Cat(self.next_state, *([k4] if self.tag_width else []),
+        new_entry = Cat(self.next_state, *([tag_of(k4)] if self.tag_width else []),
                         *([self.next_expiry] if self._xw else []), *([epoch] if self._period else []))
         writing = self.en & v4
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
             m.d.sync += [w0["valid"].eq(v4), w0["index"].eq(i4), w0["ways"].eq(Cat(*target)),
-                         w0["entry"].eq(new_entry), w0["key"].eq(k4), w0["was"].eq(was)]
+                         w0["entry"].eq(new_entry), w0["key"].eq(tag_of(k4)), w0["was"].eq(was)]
             if not lean:
                 m.d.sync += w0["keep"].eq(keep)
             with m.If(sweeping):  # the swept bucket: every way cleared (no key is in flight)
