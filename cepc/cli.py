@@ -206,8 +206,8 @@ def cmd_synth(args) -> int:
     t0 = time.perf_counter()
     with console.status(f"synthesising {args.query} for {args.board}") as status:
         def progress(step):
-            if step.startswith("note:"):
-                console.print(step, highlight=False)
+            if step.startswith(("note:", "partitioner:")):  # (kept whole: scripts and tests search for it)
+                console.print(step, highlight=False, soft_wrap=True)
             status.update(f"{args.board}: {step} [{time.perf_counter() - t0:.0f} s]")
         result = flow.synthesize(checked, opts, progress)
     summary = result.summary

@@ -102,7 +102,7 @@ def test_auto_falls_back_to_the_pipeline_only_when_the_tables_logic_does_not_fit
     opts = flow.SynthOptions(board="icebreaker", out_dir=tmp_path)
     assert flow.synthesize(checked, opts, notes.append) == "placed"
     assert placed == [("table", 256), ("pipeline", 2)]
-    assert any(n.startswith("the tables of 256 partitions do not fit iCE40UP5K: it needs 6,110") for n in notes)
+    assert any(n.startswith("note: the tables of 256 partitions do not fit iCE40UP5K: it needs 6,110") for n in notes)
     # not when the user asked for the table or its size, nor when block RAM is what does not fit
     for asked, bel in (({"partitioner": "table"}, "ICESTORM_LC"), ({"partitions": 256}, "ICESTORM_LC"),
                        ({}, "ICESTORM_RAM")):
@@ -136,10 +136,13 @@ def test_network_on_the_icebreaker_fits_as_auto_sizes_it(tmp_path, capsys):
     assert rc == 0, err
     # block RAM holds two tables of 256 partitions, but their logic does not fit: nextpnr says so, and
     # `auto` falls back to the pipeline, which it sizes as when no table fits
-    assert re.search(r"^the tables of 256 partitions do not fit iCE40UP5K: it needs [\d,]+ logic cells "
+    assert re.search(r"^note: the tables of 256 partitions do not fit iCE40UP5K: it needs [\d,]+ logic cells "
                      r"\(ICESTORM_LC\), the device has 5,280 \([\d,]+ or \d+% over\); Woods' pipeline "
-                     r"partitioner instead$", err, re.M)
-    assert re.search(r"^partitioner: pipeline \(Woods et al\.\), 2 partitions, .*its delay line in registers", err, re.M)
+                     r"partitioner instead, 2 partitions$", err, re.M)
+    # the choices, each printed whole: the tables, then the pipeline
+    assert re.search(r"^partitioner: table, one tuple per cycle — synflood hashed, 1-way buckets: 256 partitions", err, re.M)
+    assert re.search(r"^partitioner: pipeline \(Woods et al\.\), 2 partitions, one tuple every other cycle \(the "
+                     r"tables of 256 partitions do not fit: .*; its delay line in registers: .*\)$", err, re.M)
     r = json.loads((tmp_path / "r.json").read_text())
     assert r["options"]["partitioner"] == "pipeline" and r["options"]["partitions"] == 2 and r["timing_met"]
     # no table, a delay line of registers: the block RAMs Yosys used are the FIFOs' and the buffer's

@@ -245,8 +245,9 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         if asked or choice.partitioner != "table" or getattr(e, "bel", None) not in LOGIC_BELS:
             raise
         tables = f"the tables of {choice.partitions:,} partitions"
-        progress(f"{tables} do not fit {plat_cls.device}: {e.detail}; Woods' pipeline partitioner instead")
         choice = sizing.fallback(design, device, reserved, f"{tables} do not fit: {e.detail}")
+        progress(f"note: {tables} do not fit {plat_cls.device}: {e.detail}; Woods' pipeline partitioner "
+                 f"instead, {choice.partitions} partitions")
         progress(sizing.describe(choice, device, design))
         return _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
 
