@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cepc.hw.decoder import PredicateDecoder
+from cepc.hw.delay import DelayLine
 from cepc.hw.framing import Framer
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import NfaCore
@@ -96,6 +97,18 @@ def test_framer_discards_a_partial_tuple_and_resyncs(width):
     assert malformed == 1
 
 
+@pytest.mark.parametrize("width", [8, 32])
+@pytest.mark.parametrize("partial", [1, 2, 3, 4])
+def test_framer_resyncs_after_a_partial_tuple_of_any_length(width, partial):
+    # a packet that ends 1 to 4 bytes into a 5-byte tuple (4: one byte short of completing it)
+    tb = 5
+    a, b, c = bytes(range(10)), bytes(range(100, 100 + partial)), bytes(range(200, 215))
+    out, malformed = frame_bytes(width, tb, [a, b, c], 0.0, 1.0, 0)
+    expected = [a[0:5], a[5:10], c[0:5], c[5:10], c[10:15]]
+    assert out == [int.from_bytes(x, "little") for x in expected]
+    assert malformed == 1
+
+
 @pytest.mark.parametrize("width,tb,every", [(64, 13, 2), (64, 13, 1), (128, 13, 1), (8, 13, 2), (24, 5, 2),
                                              (512, 13, 1), (512, 100, 1)])
 def test_framer_sustains_the_input_bandwidth(width, tb, every):
@@ -133,6 +146,38 @@ def test_framer_rejects_bad_bus_widths():
     for w in (0, 4, 12, 520):
         with pytest.raises(ValueError, match=r"^bus width must be a multiple of 8 between 8 and 512, not"):
             Framer(w, 4)
+
+
+# --- delay line ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth, en_ahead", [(1, False), (4, False), (1, True), (4, True), (9, True)])
+def test_delay_line_gives_each_word_back_after_depth_enabled_cycles(depth, en_ahead):
+    # with en_ahead (the table's top), the data registers take `en` from copies registered from `en_next`
+    width = 150  # three copies of the enable a stage
+    line = DelayLine(width, depth, en_ahead=en_ahead)
+    rng = random.Random(depth)
+    ens = [rng.random() < 0.7 for _ in range(200)]
+    words = [rng.getrandbits(width) for _ in range(200)]
+
+    async def bench(ctx):
+        sent, got = [], []
+        for t in range(200):
+            if en_ahead:
+                ctx.set(line.en_next, ens[t + 1] if t + 1 < len(ens) else 1)
+            ctx.set(line.en, ens[t])
+            ctx.set(line.i_valid, 1)
+            ctx.set(line.i_data, words[t])
+            if ens[t]:
+                if ctx.get(line.o_valid):
+                    got.append(ctx.get(line.o_data))
+                sent.append(words[t])
+            await ctx.tick()
+        assert got == sent[:len(got)] and len(got) == len(sent) - depth
+
+    if en_ahead:  # `en` is a register: its copies start at 1, so does the first cycle's `en`
+        ens[0] = True
+    run(line, bench)
 
 
 # --- predicate decoder ------------------------------------------------------------------------

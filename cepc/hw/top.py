@@ -235,10 +235,11 @@ class Top(wiring.Component):
             m.d.sync += b_seq.eq(seq)
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector, seq
-        m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth)
+        # (its data registers take `en` from copies of their own, per stage and 64 bits, on a large die)
+        m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth, en_ahead=True)
         assert len(payload.i_data) == self.tuple_width + len(b_preds) + SEQ_WIDTH
         en_payload = en_copy("payload")
-        m.d.comb += [payload.en.eq(en_payload), payload.i_valid.eq(b_valid),
+        m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
                      payload.i_data.eq(Cat(b_raw, b_preds, b_seq))]
         t_raw = payload.o_data[:self.tuple_width]
         t_tuple = Signal(self.tuple_layout)
