@@ -48,9 +48,10 @@ class DelayLine(wiring.Component):
         if n <= REGISTER_STAGES:
             stages = [Signal(self._width, name=f"d{i}", reset_less=True) for i in range(n)]  # (valid: v*)
             copies = self.en_ahead and not small_die(platform)
+            step = EN_CHUNK if copies else self._width
             for i in range(n):
-                for lo in range(0, self._width, EN_CHUNK if copies else self._width):
-                    hi = min(lo + EN_CHUNK, self._width) if copies else self._width
+                for lo in range(0, self._width, step):
+                    hi = min(lo + step, self._width)
                     en = self.en
                     if copies:
                         copy = m.submodules[f"{Replica.PREFIX}en{i}_{lo}"] = Replica(1, init=1)
