@@ -111,7 +111,12 @@ class ToolError(CepcError):
 
 
 class FitError(CepcError):
-    """The design needs more of some resource than the device has."""
+    """The design needs more of some resource than the device has: ``bel``, the resource nextpnr found
+    too little of (None when not known), and ``detail``, how much it needs against what there is."""
+
+    def __init__(self, message: str, *, bel: str | None = None, detail: str = ""):
+        super().__init__(message)
+        self.bel, self.detail = bel, detail
 
 
 class TimingError(CepcError):

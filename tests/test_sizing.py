@@ -90,9 +90,8 @@ def test_auto_falls_back_to_the_pipeline_only_when_the_tables_logic_does_not_fit
     def place(design, choice, opts, *args):
         placed.append((choice.partitioner, choice.partitions))
         if choice.partitioner == "table":
-            e = FitError(f"the design does not fit: {opts.partitioner}")
-            e.bel, e.detail = failing["bel"], "it needs 6,110 logic cells (ICESTORM_LC), the device has 5,280"
-            raise e
+            raise FitError(f"the design does not fit: {opts.partitioner}", bel=failing["bel"],
+                           detail="it needs 6,110 logic cells (ICESTORM_LC), the device has 5,280")
         return "placed"
 
     monkeypatch.setattr(flow, "_place", place)

@@ -242,7 +242,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         # tables on the UP5K: 6,110 of its 5,280 logic cells). Then Woods' pipeline, a few flip-flops a
         # partition, which the user would otherwise have to ask for.
         asked = opts.partitioner != "auto" or opts.partitions is not None
-        if asked or choice.partitioner != "table" or getattr(e, "bel", None) not in LOGIC_BELS:
+        if asked or choice.partitioner != "table" or e.bel not in LOGIC_BELS:
             raise
         tables = f"the tables of {choice.partitions:,} partitions"
         choice = sizing.fallback(design, device, reserved, f"{tables} do not fit: {e.detail}")
@@ -414,9 +414,8 @@ def placement_error(log: str, device: str, partitions: int, seed: int) -> FitErr
                       f"({over:,} or {100 * over / use.available:.0f}% over)")
         else:
             detail = f"it needs more {what} than the device has"
-        error = FitError(f"the design does not fit {device}: {detail}; use fewer --partitions (now {partitions})")
-        error.bel, error.detail = bel, detail  # the resource it needs more of, and how much
-        return error
+        return FitError(f"the design does not fit {device}: {detail}; use fewer --partitions (now {partitions})",
+                        bel=bel, detail=detail)
     limit = rep.placement_at_limit(log)
     if limit:
         bel, use = limit
