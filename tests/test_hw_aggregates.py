@@ -8,10 +8,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.lib import data
+from amaranth.sim import Simulator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cepc import events
+from cepc.hw.decoder import PredicateDecoder
+from cepc.hw.layouts import tuple_layout
+from cepc.hw.nfa_core import Conditions, PartialMatchCore
 from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
@@ -98,13 +104,15 @@ def tails() -> st.SearchStrategy:
        st.booleans(),
        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 255), st.integers(-128, 127),
                           st.integers(0, 3)), min_size=1, max_size=60),
-       st.sampled_from(["pipeline", "table"]), st.integers(0, 2**16))
+       st.sampled_from(["pipeline", "table"]), st.integers(0, 2**16), st.sampled_from([40, 256]))
 def test_random_aggregate_queries_match_the_reference(head, tail, after, within, measures, rows, partitioner,
-                                                      seed):
-    # the head keeps aggregates off the transitions that begin a match (a checker rule)
+                                                      seed, bus_width):
+    # the head keeps aggregates off the transitions that begin a match (a checker rule). A 256-bit
+    # bus brings a tuple a cycle (the 14-byte tuple takes three 40-bit beats), so keys follow each
+    # other back to back, and at every distance the table forwards
     text = query(ast.Seq((head, tail)), after, within, MEASURES if measures else "")
     checked = check(parse(text))
-    hwsim.run_and_compare(checked, stream(rows), bus_width=40, partitions=4, stall=0.2, backpressure=0.3,
+    hwsim.run_and_compare(checked, stream(rows), bus_width=bus_width, partitions=4, stall=0.2, backpressure=0.3,
                           seed=seed, partitioner=partitioner)
 
 
@@ -209,3 +217,122 @@ def test_within_frees_partitions_that_can_never_match_again(partitioner):
     data = b"".join(design.tuple.to_bytes(r) for r in stream(rows).to_dict("records"))
     spilled = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=6, partitioner=partitioner)
     assert spilled.counters["dropped"] > 0
+
+
+# --- the core's lookahead (back-to-back tuples of one key) ---------------------------------------------
+
+
+class _LookaheadHarness(Elaboratable):
+    """One partition's update loop twice over: ``ref`` computes its conditions from the state, ``ahead``
+    takes them from the previous update's ``next_cond`` (from the state itself where ``direct``, as the
+    table's lookup gives them). Both read the same state register, which ``ref``'s update writes."""
+
+    def __init__(self, q, layout):
+        self.q, self.layout = q, layout
+        self.x = Signal(layout.size)  # the tuple
+        self.y = Signal(layout.size)  # the tuple behind it
+        self.direct = Signal()
+        self.ref = PartialMatchCore(q, layout)
+        self.ahead = PartialMatchCore(q, layout, lookahead=True)
+        assert self.ahead.lookahead
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.ref, m.submodules.ahead = self.ref, self.ahead
+        m.submodules.decoder = decoder = PredicateDecoder(self.layout, list(self.q.predicates))
+        x = data.View(self.layout, self.x)
+        state = Signal(self.q.payload_width)
+        cond = Signal(self.ahead.conditions.width)
+        m.d.comb += decoder.tuple.eq(x)
+        for core in (self.ref, self.ahead):
+            m.d.comb += [core.state.eq(state), core.tuple.eq(x), core.preds.eq(decoder.preds)]
+        m.d.comb += [self.ahead.next_tuple.eq(self.y),
+                     self.ahead.cond.eq(Mux(self.direct, self.ahead.conditions.of(state, x), cond))]
+        m.d.sync += [state.eq(self.ref.next), cond.eq(self.ahead.next_cond)]
+        return m
+
+
+def _lookahead_agrees(checked, rows: list[dict], seed: int) -> int:
+    """Feeds ``rows`` (one key's) through the harness; returns how many updates ran on looked-ahead
+    conditions while a partial match was on."""
+    import random
+
+    design = lower(checked)
+    q = design.queries[0]
+    harness = _LookaheadHarness(q, tuple_layout(design.tuple))
+    rng = random.Random(seed)
+    words = [design.tuple.pack(r) for r in rows]
+    used = [0]
+
+    async def bench(ctx):
+        for i, word in enumerate(words):
+            direct = i == 0 or rng.random() < 0.1
+            ctx.set(harness.x, word)
+            ctx.set(harness.y, words[i + 1] if i + 1 < len(words) else 0)
+            ctx.set(harness.direct, direct)
+            ref, ahead = harness.ref, harness.ahead
+            got = [ctx.get(v) for v in (ahead.next, ahead.match, ahead.overflow)]
+            want = [ctx.get(v) for v in (ref.next, ref.match, ref.overflow)]
+            assert got == want, f"tuple {i}: {got} != {want}"
+            if want[1]:
+                assert ctx.get(ahead.ends) == ctx.get(ref.ends), f"tuple {i}: ends"
+            if not direct and ctx.get(ref.state) & ((1 << q.nfa.n_states) - 1):
+                used[0] += 1
+            await ctx.tick()
+
+    sim = Simulator(harness)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return used[0]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_lookahead_conditions_update_as_the_state_own(seed):
+    # Back-to-back tuples of one key: the core's update on the conditions it computed for the tuple
+    # behind (next_cond, picked per candidate) equals the update on conditions computed from the
+    # state it wrote, over random queries reading every aggregate, with WITHIN (extend), without a
+    # bound (full) and several predecessors per state (before)
+    import random
+
+    rng = random.Random(seed)
+    after, within = ["SKIP PAST LAST ROW", "CONTINUE"][seed % 2], [None, 3, 12][seed % 3]
+    while True:  # (a pattern with something to look ahead)
+        pattern = ast.Seq((ast.Var(rng.choice(list(PLAIN))), pt.random_pattern(rng, 6, list(PLAIN) + list(AGGREGATE))))
+        checked = check(parse(query(pattern, after, within)))
+        if Conditions(lower(checked).queries[0]).width:
+            break
+    frame = stream([(0, rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), rng.randrange(3))
+                    for _ in range(150)])
+    assert _lookahead_agrees(checked, frame.to_dict("records"), seed) > 20
+
+
+def test_lookahead_on_the_examples():
+    # mshape and finance0 on one symbol's random walk of prices
+    import random
+
+    rng = random.Random(5)
+    price, rows = 1000, []
+    for i in range(300):
+        price = max(1, price + rng.randrange(-20, 21))
+        rows.append({"time": 10 * i, "symbol": "IBM", "price": price, "volume": rng.randrange(10000)})
+    for name in ("mshape/mshape.sql", "finance/finance0/finance0.sql"):
+        assert _lookahead_agrees(check(parse_file(ROOT / "examples" / name)), rows, 1) > 100, name
+
+
+@pytest.mark.parametrize("within", [None, 40])
+@pytest.mark.parametrize("keys", [1, 2, 3, 5, 8])
+def test_keys_in_turn_at_a_tuple_a_cycle(keys, within):
+    # `keys` keys in turn, a tuple every cycle: each tuple's partial matches come from the write of the
+    # one `keys` ahead: the core's own lookahead (1), the table's older writes (2 to 6), block RAM (8).
+    # Without WITHIN nothing goes stale and the table picks the older write at stage 3; with it, at 4
+    import random
+
+    rng = random.Random(keys)
+    pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("F"), ast.Var("M"))), 1, None),
+                       ast.Var("S"), ast.Repeat(ast.Var("L"), 0, 1), ast.Var("N")))
+    checked = check(parse(query(pattern, "CONTINUE", within)))
+    rows = [(i % keys, rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1) for i in range(160)]
+    result = hwsim.run_and_compare(checked, stream(rows), bus_width=256, partitions=8, seed=keys,
+                                   partitioner="table")
+    assert len(result.records) >= 20

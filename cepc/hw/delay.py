@@ -22,11 +22,15 @@ class DelayLine(wiring.Component):
     port) followed by an output register.
     """
 
-    def __init__(self, width: int, depth: int, *, en_ahead: bool = False):
+    def __init__(self, width: int, depth: int, *, en_ahead: bool = False, ahead: bool = False):
         if depth < 1:
             raise ValueError(f"delay must be at least 1, not {depth}")
+        if ahead and not 2 <= depth <= REGISTER_STAGES:
+            raise ValueError(f"only a line of 2 to {REGISTER_STAGES} registers shows its data a stage ahead")
         self._width, self._depth = width, depth
         signature = {"en": In(1), "i_valid": In(1), "i_data": In(width), "o_valid": Out(1), "o_data": Out(width)}
+        if ahead:  # the data of ``depth - 1`` enabled cycles before: what o_data will be after the next
+            signature["o_ahead"] = Out(width)
         self.en_ahead = en_ahead
         if en_ahead:
             # what `en` will be after the next edge: on a large die a line of registers takes its enables
@@ -60,6 +64,8 @@ class DelayLine(wiring.Component):
                     with m.If(en):
                         m.d.sync += stages[i][lo:hi].eq(self.i_data[lo:hi] if i == 0 else stages[i - 1][lo:hi])
             m.d.comb += self.o_data.eq(stages[-1])
+            if "o_ahead" in self.signature.members:
+                m.d.comb += self.o_ahead.eq(stages[-2])
             return m
         # a ring of n - 1 words plus an output register: block RAM's slow clock-to-out
         # (5.6 ns on ECP5) ends in a flip-flop instead of the logic after the line

@@ -85,6 +85,133 @@ class NfaCore(wiring.Component):
         return m
 
 
+def _registers(q: QueryPlan, payload: Value) -> list[list[Value]]:
+    """Each NFA state's registers in a partition's payload (the state vector, then each state's
+    registers, LSB-first), as values of their shapes."""
+    regs, n = q.registers, q.nfa.n_states
+    out, lo = [], n
+    for _ in range(n):
+        row = []
+        for reg in regs:
+            v = payload[lo:lo + reg.width]
+            row.append(v.as_signed() if reg.signed else v)
+            lo += reg.width
+        out.append(row)
+    return out
+
+
+def _updated(q: QueryPlan, r: int, base: Value | None, field) -> Value:
+    """Register r after a tuple (its fields: ``field``), from a partial match's value (None: a new one)."""
+    reg = q.registers[r]
+    if reg.func == "COUNT":
+        return Const(1) if base is None else base + 1
+    f = field(reg.field)
+    if reg.func == "LAST" or base is None:
+        return f
+    if reg.func == "FIRST":
+        return base
+    if reg.func == "MIN":
+        return Mux(f < base, f, base)
+    if reg.func == "MAX":
+        return Mux(f > base, f, base)
+    return base + f  # SUM
+
+
+def _better(q: QueryPlan, a: Value, b: Value) -> Value:
+    """Of two partial matches, by their order registers: a's is kept before b's (it started earlier;
+    for WITHIN without aggregates in DEFINE, later: by count, the shorter)."""
+    smaller_wins = q.latest and q.registers[q.order_register].func == "COUNT"
+    return a < b if smaller_wins else a > b
+
+
+def _first_best(valid: list[Value], better) -> list[Value]:
+    """One-hot: the valid candidate with the best key, the lowest index among equals.
+    ``better(i, j)``: candidate i's key is better than candidate j's."""
+    wins = []
+    for i, v in enumerate(valid):
+        w = v
+        for j, vj in enumerate(valid):
+            if j < i:
+                w = w & (~vj | better(i, j))
+            elif j > i:
+                w = w & (~vj | ~better(j, i))
+        wins.append(w)
+    return wins
+
+
+def _any(bits: list[Value]) -> Value:
+    return Cat(*bits).any() if bits else Const(0)
+
+
+class Conditions:
+    """The comparisons a partial-match update makes (SPEC §3.4, §3.5), as a bit vector: per edge
+    p → s whose predicate reads the partial match, the predicate against p's registers (``holds``);
+    with WITHIN, whether p's match started at most the window before the tuple (``extend``); with a
+    COUNT bound the pattern does not keep, whether p's match is full (``full``); and per pair of
+    predecessors of one state, whether the first's partial match is kept before the second's
+    (``before``).
+
+    They are what makes the update deep: comparators over the tuple and the registers. Given them,
+    the rest (which candidate wins, its registers) is a few gates and a multiplexer. So the table
+    partitioner computes them a stage ahead, from each partial match it may pick (:meth:`of`), and
+    the core computes them for the tuple behind (``next_cond``: :class:`PartialMatchCore` with
+    ``lookahead``) from each candidate of its update, picked as the candidates are.
+    """
+
+    def __init__(self, query: QueryPlan):
+        q, nfa = query, query.nfa
+        self._q = q
+        self.holds: dict[tuple[int, int], int] = {}
+        self.extend: dict[int, int] = {}
+        self.full: dict[int, int] = {}
+        self.before: dict[tuple[int, int], int] = {}
+        self.count = next((i for i, r in enumerate(q.registers) if r.func == "COUNT"), None)
+        n = 0
+        for s in range(nfa.n_states):
+            sources = nfa.predecessors[s]
+            assert len(set(sources)) == len(sources), "a state's predecessors are distinct"
+            idx = nfa.pred[s]
+            if idx is not None and q.predicates[idx].aggregate:
+                for p in sources:
+                    self.holds[(s, p)] = n
+                    n += 1
+            for i in range(len(sources)):
+                for j in range(i):
+                    if (sources[i], sources[j]) not in self.before:
+                        self.before[(sources[i], sources[j])] = n
+                        n += 1
+        for p in sorted({p for s in range(nfa.n_states) for p in nfa.predecessors[s]}):
+            if q.within is not None:
+                self.extend[p] = n
+                n += 1
+            if self.count is not None and not q.bounded:
+                self.full[p] = n
+                n += 1
+        self.width = n
+
+    def of(self, state: Value, tuple_: Value) -> Value:
+        """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_``."""
+        q = self._q
+        old = _registers(q, state)
+
+        def field(name):
+            return field_of(tuple_, name)
+
+        bits: list[Value] = [Const(0)] * self.width
+        builders = {}
+        for (s, p), i in self.holds.items():
+            if p not in builders:
+                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r])
+            bits[i] = builders[p].truth(q.predicates[q.nfa.pred[s]].expr)
+        for p, i in self.extend.items():
+            bits[i] = field(q.time_field) - old[p][q.start_time_register] <= q.within
+        for p, i in self.full.items():
+            bits[i] = old[p][self.count] == q.max_length
+        for (a, b), i in self.before.items():
+            bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register])
+        return Cat(*bits) if bits else Const(0, 1)
+
+
 class PartialMatchCore(wiring.Component):
     """Next partial matches of a query whose NFA states keep registers (SPEC §3.4, §3.5).
 
@@ -105,81 +232,59 @@ class PartialMatchCore(wiring.Component):
     ``overflow`` when a partial match of ``max_length`` tuples could have
     been extended: it is dropped instead, so results are exact while that
     never happens. Combinational, like :class:`NfaCore`.
+
+    With ``lookahead`` (and some :class:`Conditions` to compute) the core takes the state's
+    conditions for the tuple as ``cond``, computed before (by the table partitioner, a stage ahead,
+    or by this core for the tuple before), and gives ``next_cond``: the conditions of ``next`` for
+    ``next_tuple``, the tuple behind. For each candidate of each state they are computed beside the
+    update, from the candidate's registers, and picked as the candidate is: so when back-to-back
+    tuples share a key, no comparator follows the choice of the partial match, and the update loop
+    (``next`` and ``next_cond`` registered, then read back) is a few gates and a multiplexer deep
+    rather than a comparator, the choice, and a multiplexer.
     """
 
-    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout):
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, lookahead: bool = False):
         if not query.tracks_matches:
             raise ValueError(f"query {query.name} keeps no partial-match registers; use NfaCore")
         self._q = query
         self._layout = tuple_layout
-        super().__init__({
+        self.conditions = Conditions(query)
+        self.lookahead = lookahead and self.conditions.width > 0
+        ports = {
             "state": In(query.payload_width), "preds": In(max(1, len(query.predicates))),
             "tuple": In(tuple_layout),
             "next": Out(query.payload_width), "match": Out(1),
             "overflow": Out(1), "ends": Out(query.register_width),
-        })
+        }
+        if self.lookahead:
+            width = self.conditions.width
+            ports.update({"cond": In(width), "next_tuple": In(tuple_layout), "next_cond": Out(width)})
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
-        q, nfa = self._q, self._q.nfa
+        q, nfa, conds = self._q, self._q.nfa, self.conditions
         n, regs = nfa.n_states, self._q.registers
         offsets = [sum(r.width for r in regs[:i]) for i in range(len(regs))]
         per_state = q.register_width
-
-        def register(payload, s: int, r: int) -> Value:
-            lo = n + s * per_state + offsets[r]
-            v = payload[lo:lo + regs[r].width]
-            return v.as_signed() if regs[r].signed else v
+        order = q.order_register
 
         def field(name: str) -> Value:
             return field_of(self.tuple, name)
 
         active = [self.state[s] for s in range(n)]
-        old = [[register(self.state, s, r) for r in range(len(regs))] for s in range(n)]
-
-        # what every predecessor's partial match allows: WITHIN, and room to grow
-        extend = [Const(1) for _ in range(n)]
-        full = [Const(0) for _ in range(n)]
-        if q.within is not None:
-            now = field(q.time_field)
-            extend = [now - old[p][q.start_time_register] <= q.within for p in range(n)]
-        count = next((i for i, r in enumerate(regs) if r.func == "COUNT"), None)
-        if count is not None and not q.bounded:
-            full = [old[p][count] == q.max_length for p in range(n)]
-
-        builders = {}  # per predecessor: DEFINE aggregates over its registers
+        old = _registers(q, self.state)
+        cond = self.cond if self.lookahead else conds.of(self.state, self.tuple)
 
         def holds(s: int, p: int | None) -> Value:
             """q = s's predicate, against p's partial match (None: no partial match yet)."""
             idx = nfa.pred[s]
             if idx is None:
                 return Const(1)
-            pred = q.predicates[idx]
-            if not pred.aggregate:
+            if not q.predicates[idx].aggregate:
                 return self.preds[idx]
             assert p is not None, "the checker keeps aggregates off transitions that begin a match"
-            if p not in builders:
-                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r])
-            return builders[p].truth(pred.expr)
-
-        order = q.order_register
-        smaller_wins = q.latest and regs[order].func == "COUNT"  # latest start: the shortest
-
-        def better(a: Value, b: Value) -> Value:
-            return a < b if smaller_wins else a > b
-
-        def first_best(valid: list[Value], keys: list[Value]) -> list[Value]:
-            """One-hot: the valid candidate with the best key, the lowest index among equals."""
-            wins = []
-            for i, (v, k) in enumerate(zip(valid, keys)):
-                w = v
-                for j, (vj, kj) in enumerate(zip(valid, keys)):
-                    if j < i:
-                        w = w & (~vj | better(k, kj))
-                    elif j > i:
-                        w = w & (~vj | ~better(kj, k))
-                wins.append(w)
-            return wins
+            return cond[conds.holds[(s, p)]]
 
         def pick(wins: list[Value], values: list[Value], width: int) -> Value:
             out = Const(0, width)
@@ -187,41 +292,36 @@ class PartialMatchCore(wiring.Component):
                 out = out | Mux(w, v.as_unsigned(), 0)
             return out
 
-        def updated(r: int, base: Value | None) -> Value:
-            """Register r after the tuple, from the chosen partial match (None: a new one)."""
-            reg = regs[r]
-            if reg.func == "COUNT":
-                return Const(1) if base is None else base + 1
-            f = field(reg.field)
-            if reg.func == "LAST" or base is None:
-                return f
-            if reg.func == "FIRST":
-                return base
-            if reg.func == "MIN":
-                return Mux(f < base, f, base)
-            if reg.func == "MAX":
-                return Mux(f > base, f, base)
-            return base + f  # SUM
+        # a candidate's registers after the tuple, by the partial match it extends (None: a new one):
+        # the same whichever state it enters
+        candidates: dict[tuple[int | None, int], Value] = {}
+
+        def candidate(c: int | None, r: int) -> Value:
+            if (c, r) not in candidates:
+                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], field)
+            return candidates[(c, r)]
 
         vector, new, overflow = [], [], []
+        chosen_by: list[list[tuple[int | None, Value]]] = []  # per state: (candidate, picked)
         for s in range(n):
-            fresh = Const(1) if nfa.start[s] else Const(0)
-            if nfa.start[s]:
-                fresh = holds(s, None)
+            fresh = holds(s, None) if nfa.start[s] else Const(0)
             sources = list(nfa.predecessors[s])
             valid = []
             for p in sources:
-                v = active[p] & holds(s, p) & extend[p]
-                overflow.append(v & full[p])
-                valid.append(v & ~full[p])
-            wins = first_best(valid, [old[p][order] for p in sources])
-            took = Cat(*valid).any() if valid else Const(0)
+                extend = cond[conds.extend[p]] if p in conds.extend else Const(1)
+                full = cond[conds.full[p]] if p in conds.full else Const(0)
+                v = active[p] & holds(s, p) & extend
+                overflow.append(v & full)
+                valid.append(v & ~full)
+            wins = _first_best(valid, lambda i, j, sources=sources: cond[conds.before[(sources[i], sources[j])]])
+            took = _any(valid)
             fresh_wins = fresh & ~took if not q.latest else fresh
             if q.latest and valid:  # a new partial match is the latest of all
                 wins = [w & ~fresh for w in wins]
             on = Signal(name=ident(f"{nfa.labels[s]}_on"))
             m.d.comb += on.eq(fresh | took)
             vector.append(on)
+            chosen_by.append(([(None, fresh_wins)] if nfa.start[s] else []) + list(zip(sources, wins)))
             regs_s = []
             for r, reg in enumerate(regs):
                 value = Signal(Shape(reg.width, reg.signed), name=ident(f"{nfa.labels[s]}_{reg.name}"))
@@ -229,18 +329,35 @@ class PartialMatchCore(wiring.Component):
                     # every candidate's update is computed beside the predicates, and the winner's is
                     # picked: the adders and comparators of the update are off the path through the
                     # choice (pick, then update, would chain them)
-                    chosen = pick(wins, [updated(r, old[p][r]) for p in sources], reg.width)[:reg.width]
+                    chosen = pick(wins, [candidate(p, r) for p in sources], reg.width)[:reg.width]
                     extended = chosen.as_signed() if reg.signed else chosen
-                    m.d.comb += value.eq(Mux(fresh_wins, updated(r, None), extended))
+                    m.d.comb += value.eq(Mux(fresh_wins, candidate(None, r), extended))
                 else:  # only ever fresh (no edge into it): nothing to extend
-                    m.d.comb += value.eq(updated(r, None))
+                    m.d.comb += value.eq(candidate(None, r))
                 regs_s.append(value)
             new.append(regs_s)
 
+        # which of two new partial matches is kept before the other: by their candidates' order
+        # registers, compared beside the choice and picked as the candidates are (the key of a
+        # count is taken before its increment, which every candidate adds alike: a new match's is 0)
+        def key(c: int | None) -> Value:
+            if regs[order].func == "COUNT":
+                return Const(0) if c is None else old[c][order]
+            return candidate(c, order)
+
+        kept_before: dict[tuple[int, int], Value] = {}
+
+        def new_better(a: int, b: int) -> Value:
+            if (a, b) not in kept_before:
+                terms = [va & vb & _better(q, key(ca), key(cb))
+                         for ca, va in chosen_by[a] for cb, vb in chosen_by[b] if ca != cb]
+                kept_before[(a, b)] = _any(terms)
+            return kept_before[(a, b)]
+
         accepting = [s for s in range(n) if nfa.accept[s]]
-        ends = first_best([vector[s] for s in accepting], [new[s][order] for s in accepting])
-        match = Cat(*(vector[s] for s in accepting)).any() if accepting else Const(0)
-        m.d.comb += [self.match.eq(match), self.overflow.eq(Cat(*overflow).any() if overflow else 0)]
+        ends = _first_best([vector[s] for s in accepting], lambda i, j: new_better(accepting[i], accepting[j]))
+        match = _any([vector[s] for s in accepting])
+        m.d.comb += [self.match.eq(match), self.overflow.eq(_any(overflow))]
         # the match's registers: the winning accepting state's (the measures follow from them and the tuple)
         for r, reg in enumerate(regs):
             m.d.comb += self.ends[offsets[r]:offsets[r] + reg.width].eq(
@@ -250,7 +367,41 @@ class PartialMatchCore(wiring.Component):
         for s in range(n):
             m.d.comb += self.next[n + s * per_state:n + (s + 1) * per_state].eq(
                 Cat(*(v.as_unsigned() for v in new[s])))
+        if self.lookahead:
+            self._look_ahead(m, chosen_by, candidate, new_better)
         return m
+
+    def _look_ahead(self, m: Module, chosen_by, candidate, new_better) -> None:
+        """``next_cond``: the conditions of ``next`` for ``next_tuple``, each computed from every
+        candidate of the state it reads and picked as that state's candidates are. Where a state
+        is off, its conditions are don't-cares (every use of them is gated by the state's bit),
+        and so they are wherever ``next`` is cleared by a match."""
+        q, nfa, conds = self._q, self._q.nfa, self.conditions
+
+        def later(name: str) -> Value:
+            return field_of(self.next_tuple, name)
+
+        def picked(p: int, condition) -> Value:
+            return _any([v & condition(c) for c, v in chosen_by[p]])
+
+        builders = {}
+
+        def against(c: int | None) -> ExprBuilder:
+            if c not in builders:
+                builders[c] = ExprBuilder(later, lambda r, c=c: candidate(c, r))
+            return builders[c]
+
+        bits: list[Value] = [Const(0)] * conds.width
+        for (s, p), i in conds.holds.items():
+            expr = q.predicates[nfa.pred[s]].expr
+            bits[i] = picked(p, lambda c, expr=expr: against(c).truth(expr))
+        for p, i in conds.extend.items():
+            bits[i] = picked(p, lambda c: later(q.time_field) - candidate(c, q.start_time_register) <= q.within)
+        for p, i in conds.full.items():
+            bits[i] = picked(p, lambda c: candidate(c, conds.count) == q.max_length)
+        for (a, b), i in conds.before.items():
+            bits[i] = new_better(a, b)
+        m.d.comb += self.next_cond.eq(Cat(*bits))
 
 
 class Measures(wiring.Component):

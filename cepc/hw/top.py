@@ -78,12 +78,19 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
 
 
 def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int | None = None,
-                      evict_after: int | None = None) -> TablePartitioner:
-    """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it)."""
+                      evict_after: int | None = None, core: PartialMatchCore | None = None,
+                      tuple3=None) -> TablePartitioner:
+    """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it).
+    With a partial-match ``core`` that looks ahead, the table computes its conditions
+    (:class:`~cepc.hw.nfa_core.Conditions`) for ``tuple3``, the tuple at stage 3."""
     expiry = within_expiry(q, tup)[0] if q.within is not None else None
+    lookahead = {}
+    if core is not None and core.lookahead:
+        lookahead = {"conditions": lambda state: core.conditions.of(state, tuple3),
+                     "cond_width": core.conditions.width}
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, early_key=2,
-                            en_ahead=True)
+                            en_ahead=True, **lookahead)
 
 
 def keyed(design: DesignPlan) -> bool:
@@ -236,7 +243,10 @@ class Top(wiring.Component):
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector, seq
         # (its data registers take `en` from copies of their own, per stage and 64 bits, on a large die)
-        m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth, en_ahead=True)
+        # (with the table, partial-match cores look a tuple ahead: the one at stage 3)
+        table = self.partitioner == "table" and depth == TABLE_DEPTH
+        m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth, en_ahead=True,
+                                                   ahead=table)
         assert len(payload.i_data) == self.tuple_width + len(b_preds) + SEQ_WIDTH
         en_payload = en_copy("payload")
         m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
@@ -245,6 +255,10 @@ class Top(wiring.Component):
         t_tuple = Signal(self.tuple_layout)
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
         t_preds = payload.o_data[self.tuple_width:self.tuple_width + len(b_preds)]
+        tuple3 = None
+        if table:
+            tuple3 = Signal(self.tuple_layout)
+            m.d.comb += tuple3.eq(payload.o_ahead[:self.tuple_layout.size])
         t_seq = payload.o_data[self.tuple_width + len(b_preds):]
 
         # --- per query: partitioner, NFA core, then a register stage into the output FIFO ---------
@@ -260,8 +274,10 @@ class Top(wiring.Component):
             n_states = q.vector_width  # the bits that are zero for a fresh partition
             width = q.state_width
             if q.tracks_matches:
-                core = PartialMatchCore(q, self.tuple_layout)
+                core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and table)
                 m.d.comb += core.tuple.eq(t_tuple)
+                if core.lookahead:
+                    m.d.comb += core.next_tuple.eq(tuple3)
             elif q.dfa is not None:
                 core = DfaCore(q, n_preds)
             elif uses_decoder:
@@ -276,7 +292,10 @@ class Top(wiring.Component):
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
-                    part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after)
+                    part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
+                                             core if q.tracks_matches else None, tuple3)
+                    if part.cond_width:
+                        m.d.comb += [core.cond.eq(part.out_cond), part.next_cond.eq(core.next_cond)]
                     if part.early_key:  # the key two stages behind (the framer's), hashed into registers
                         m.d.comb += part.next_key.eq(Cat(*(field(f_tuple, k) for k in q.key_fields)))
                     m.d.comb += part.en_next.eq(en_next)

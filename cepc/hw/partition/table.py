@@ -56,8 +56,9 @@ flip-flop to another. The reset sweep's writes go the same way, one bucket per e
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 
 from ..ecp5 import RegisteredRam
@@ -158,7 +159,8 @@ class TablePartitioner(wiring.Component):
 
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
-                 early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None):
+                 early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
+                 conditions: Callable[[Value], Value] | None = None, cond_width: int = 0):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -194,6 +196,15 @@ class TablePartitioner(wiring.Component):
             # bucket is registered, then copied beside each bank's way, so block RAM's address comes from
             # flip-flops, not a tree of XORs
             signature["next_key"] = wiring.In(key_width)
+        # A partial-match core's conditions (cepc.hw.nfa_core.Conditions): ``conditions(state)`` for
+        # the tuple at stage 3, computed there from each state the lookup may pick (each way's word,
+        # the key's older writes ahead), registered and picked beside the state (``out_cond``); for the
+        # newest write the caller's ``next_cond``, registered beside it
+        self._conditions = conditions if cond_width else None
+        self.cond_width = cond_width if conditions else 0
+        if self.cond_width:
+            signature["out_cond"] = wiring.Out(cond_width)
+            signature["next_cond"] = wiring.In(cond_width)
         self.en_ahead = en_ahead
         if en_ahead:
             # what `en` will be after the next edge: copied into a register beside each bank, so `en`
@@ -427,6 +438,13 @@ class TablePartitioner(wiring.Component):
         v3, k3, i3 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         v4, k4, i4 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
+        cw = self.cond_width
+        cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)]
+        # the newest write's conditions: the caller's for the key behind it, registered with it
+        w0_cond = Signal(cw, name="w0_cond", reset_less=True)
+        if cw:
+            with m.If(self.en):
+                m.d.sync += w0_cond.eq(self.next_cond)
         used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
         tagged4 = [Signal(name=f"tagged4_way{w}") for w in range(W)]
         # Block RAM missed the writes ahead (six; seven with groups of banks), taken with and after the
@@ -507,6 +525,8 @@ class TablePartitioner(wiring.Component):
             m.d.sync += sel2.eq(1 << bank_of(i1))
             for w in range(W):
                 m.d.sync += [word4[w].eq(word3[w]), used4[w].eq(used3[w]), tagged4[w].eq(tagged3[w])]
+                if cw:  # the conditions of each way's state, for the tuple beside the key
+                    m.d.sync += cond4[w].eq(self._conditions(fields(word3[w])[0]))
             m.d.sync += [same_bucket[j].eq(bucket3[j]) for j in range(forward)]
             m.d.sync += [same_key[j].eq(key3[j]) for j in range(forward)]
 
@@ -612,15 +632,32 @@ class TablePartitioner(wiring.Component):
                 for j in range(1, forward):
                     older = older | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
                 m.d.sync += older_state.eq(older)
+                if cw:  # (zero if none, as the state: the ways' are then ORed in)
+                    older_cond = Signal(cw, name="older4_cond", reset_less=True)
+                    m.d.sync += older_cond.eq(Mux(older_next.any(), self._conditions(older), 0))
+                    cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: what the lookup hit decides
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
             forwarded = Cat(*mine).any()
             picks = [t & hit for t in first(mine)] + [h & ~forwarded for h in hits]
             newest, base = None, Const(0, sw)
+            if cw:  # each write's conditions: w0's the caller's, the others' computed at stage 3
+                cond_newest, cond_base, cond_words = None, Const(0, cw), [w0_cond]
+                for j in range(1, forward):
+                    cond = Signal(cw, name=f"w{j}_cond", reset_less=True)
+                    with m.If(self.en):
+                        m.d.sync += cond.eq(self._conditions(fields(writes[j - 1]["entry"])[0]))
+                    cond_words.append(cond)
+                cond_words += cond4
         part = base
         for pick, word in zip(picks, words):
             part = part | Mux(pick, word, 0)
         m.d.comb += state_out.eq(Mux(newest[0], newest[1], part) if newest else part)
+        if cw:  # the conditions of that state, picked alike
+            cond = cond_base
+            for pick, word in zip(picks, cond_words):
+                cond = cond | Mux(pick, word, 0)
+            m.d.comb += self.out_cond.eq(Mux(newest[0], cond_newest, cond) if newest else cond)
         m.d.comb += [
             self.out_valid.eq(v4), self.out_key.eq(k4), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
