@@ -632,9 +632,15 @@ class TablePartitioner(wiring.Component):
                 for j in range(1, forward):
                     older = older | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
                 m.d.sync += older_state.eq(older)
-                if cw:  # (zero if none, as the state: the ways' are then ORed in)
+                if cw:
+                    # and its conditions, each write's computed beside its own register and picked
+                    # alike (picked first, the comparators would follow the picking): zero if none,
+                    # as the state, since the ways' are ORed in
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                    m.d.sync += older_cond.eq(Mux(older_next.any(), self._conditions(older), 0))
+                    picked = Const(0, cw)
+                    for j in range(1, forward):
+                        picked = picked | Mux(older_next[j - 1], self._conditions(fields(writes[j - 1]["entry"])[0]), 0)
+                    m.d.sync += older_cond.eq(picked)
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: what the lookup hit decides
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
