@@ -321,18 +321,19 @@ def test_lookahead_on_the_examples():
 
 
 @pytest.mark.parametrize("within", [None, 40])
-@pytest.mark.parametrize("keys", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("keys", [1, 2, 3, 5, 8, 13])
 def test_keys_in_turn_at_a_tuple_a_cycle(keys, within):
     # `keys` keys in turn, a tuple every cycle: each tuple's partial matches come from the write of the
-    # one `keys` ahead: the core's own lookahead (1), the table's older writes (2 to 6), block RAM (8).
-    # Without WITHIN nothing goes stale and the table picks the older write at stage 3; with it, at 4
+    # one `keys` ahead: the core's own lookahead (1), the table's older writes (2 to 6), block RAM (8,
+    # 13: other keys' ways in the bucket that no write ahead touched). Without WITHIN nothing goes
+    # stale and the table picks the older write or block RAM's way at stage 3; with it, at 4
     import random
 
     rng = random.Random(keys)
     pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("F"), ast.Var("M"))), 1, None),
                        ast.Var("S"), ast.Repeat(ast.Var("L"), 0, 1), ast.Var("N")))
     checked = check(parse(query(pattern, "CONTINUE", within)))
-    rows = [(i % keys, rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1) for i in range(160)]
-    result = hwsim.run_and_compare(checked, stream(rows), bus_width=256, partitions=8, seed=keys,
+    rows = [(i % keys, rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1) for i in range(max(160, 24 * keys))]
+    result = hwsim.run_and_compare(checked, stream(rows), bus_width=256, partitions=max(8, 2 * keys), seed=keys,
                                    partitioner="table")
     assert len(result.records) >= 20
