@@ -40,7 +40,7 @@ from .delay import DelayLine
 from .fifo import OutputFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
-from .nfa_core import DfaCore, Measures, NfaCore, PartialMatchCore
+from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
 from .replica import Replica, small_die
@@ -243,10 +243,11 @@ class Top(wiring.Component):
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector, seq
         # (its data registers take `en` from copies of their own, per stage and 64 bits, on a large die)
-        # (with the table, partial-match cores look a tuple ahead: the one at stage 3)
+        # (with the table, partial-match cores with conditions look a tuple ahead: the one at stage 3)
         table = self.partitioner == "table" and depth == TABLE_DEPTH
+        looks_ahead = table and any(q.tracks_matches and q.key_fields and Conditions(q).width for q in design.queries)
         m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth, en_ahead=True,
-                                                   ahead=table)
+                                                   ahead=looks_ahead)
         assert len(payload.i_data) == self.tuple_width + len(b_preds) + SEQ_WIDTH
         en_payload = en_copy("payload")
         m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
@@ -256,7 +257,7 @@ class Top(wiring.Component):
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
         t_preds = payload.o_data[self.tuple_width:self.tuple_width + len(b_preds)]
         tuple3 = None
-        if table:
+        if looks_ahead:
             tuple3 = Signal(self.tuple_layout)
             m.d.comb += tuple3.eq(payload.o_ahead[:self.tuple_layout.size])
         t_seq = payload.o_data[self.tuple_width + len(b_preds):]
@@ -274,7 +275,7 @@ class Top(wiring.Component):
             n_states = q.vector_width  # the bits that are zero for a fresh partition
             width = q.state_width
             if q.tracks_matches:
-                core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and table)
+                core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if core.lookahead:
                     m.d.comb += core.next_tuple.eq(tuple3)
