@@ -74,6 +74,7 @@ FORWARD = DEPTH + 2
 # this many banks, and block RAM takes it a cycle later: FORWARD + 1 writes to forward
 GROUP_BANKS = 8
 COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits per registered chunk
+PRESELECT = True
 STATE_CHUNK = 64  # on a large die, bits of a partial match's state per copy of the newest write's select line
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
@@ -444,7 +445,7 @@ class TablePartitioner(wiring.Component):
         # key is picked at stage 3 and registered with the older write's, so the lookup at stage 4 is
         # off the state's path into the core (mshape's critical path ran from the way's flags through
         # the selection of its 1,062 bits and the core into the match's registers: 16.6 ns of routing)
-        preselect = bool(cw) and self._xw is None and self._period is None
+        preselect = PRESELECT and bool(cw) and self._xw is None and self._period is None
         cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)]
         # the newest write's conditions: the caller's for the key behind it, registered with it
         w0_cond = Signal(cw, name="w0_cond", reset_less=True)
@@ -650,6 +651,8 @@ class TablePartitioner(wiring.Component):
                     for j in range(1, forward):
                         older_conds = older_conds | Mux(older_next[j - 1],
                                                         self._conditions(fields(writes[j - 1]["entry"])[0]), 0)
+                    if not preselect:
+                        m.d.sync += older_cond.eq(older_conds)
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: what the lookup hit decides
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
@@ -667,7 +670,7 @@ class TablePartitioner(wiring.Component):
         part = base
         for pick, word in zip(picks, words):
             part = part | Mux(pick, word, 0)
-        if newest and preselect and copies:
+        if newest and cw and copies:
             # the newest write's select line, a copy per STATE_CHUNK bits of the state (not one net
             # reaching every bit of a partial match's registers)
             chunks = []
