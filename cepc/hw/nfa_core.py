@@ -100,10 +100,8 @@ def _registers(q: QueryPlan, payload: Value) -> list[list[Value]]:
     return out
 
 
-def _updated(q: QueryPlan, r: int, base: Value | None, field, passes: Value | None = None) -> Value:
-    """Register r after a tuple (its fields: ``field``), from a partial match's value (None: a new one).
-    ``passes``: for MIN and MAX, whether the tuple's field passes ``base`` (is below it, above it), if
-    already known (:class:`Conditions`)."""
+def _updated(q: QueryPlan, r: int, base: Value | None, field) -> Value:
+    """Register r after a tuple (its fields: ``field``), from a partial match's value (None: a new one)."""
     reg = q.registers[r]
     if reg.func == "COUNT":
         return Const(1) if base is None else base + 1
@@ -112,14 +110,11 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, passes: Value | No
         return f
     if reg.func == "FIRST":
         return base
-    if reg.func in ("MIN", "MAX"):
-        return Mux(_passes(reg.func, f, base) if passes is None else passes, f, base)
+    if reg.func == "MIN":
+        return Mux(f < base, f, base)
+    if reg.func == "MAX":
+        return Mux(f > base, f, base)
     return base + f  # SUM
-
-
-def _passes(func: str, f: Value, base: Value) -> Value:
-    """Whether a MIN (MAX) register of value ``base`` takes the field's value ``f``."""
-    return f < base if func == "MIN" else f > base
 
 
 def _better(q: QueryPlan, a: Value, b: Value) -> Value:
@@ -152,10 +147,9 @@ class Conditions:
     """The comparisons a partial-match update makes (SPEC §3.4, §3.5), as a bit vector: per edge
     p → s whose predicate reads the partial match, the predicate against p's registers (``holds``);
     with WITHIN, whether p's match started at most the window before the tuple (``extend``); with a
-    COUNT bound the pattern does not keep, whether p's match is full (``full``); per pair of
+    COUNT bound the pattern does not keep, whether p's match is full (``full``); and per pair of
     predecessors of one state, whether the first's partial match is kept before the second's
-    (``before``); and per predecessor's MIN or MAX register, whether the tuple's field passes it
-    (``passes``: the register's update then takes the field).
+    (``before``).
 
     They are what makes the update deep: comparators over the tuple and the registers. Given them,
     the rest (which candidate wins, its registers) is a few gates and a multiplexer. So the table
@@ -171,7 +165,6 @@ class Conditions:
         self.extend: dict[int, int] = {}
         self.full: dict[int, int] = {}
         self.before: dict[tuple[int, int], int] = {}
-        self.passes: dict[tuple[int, int], int] = {}
         self.count = next((i for i, r in enumerate(q.registers) if r.func == "COUNT"), None)
         n = 0
         for s in range(nfa.n_states):
@@ -194,10 +187,6 @@ class Conditions:
             if self.count is not None and not q.bounded:
                 self.full[p] = n
                 n += 1
-            for r, reg in enumerate(q.registers):
-                if reg.func in ("MIN", "MAX"):
-                    self.passes[(p, r)] = n
-                    n += 1
         self.width = n
 
     def of(self, state: Value, tuple_: Value) -> Value:
@@ -220,8 +209,6 @@ class Conditions:
             bits[i] = old[p][self.count] == q.max_length
         for (a, b), i in self.before.items():
             bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register])
-        for (p, r), i in self.passes.items():
-            bits[i] = _passes(q.registers[r].func, field(q.registers[r].field), old[p][r])
         return Cat(*bits) if bits else Const(0, 1)
 
 
@@ -311,8 +298,7 @@ class PartialMatchCore(wiring.Component):
 
         def candidate(c: int | None, r: int) -> Value:
             if (c, r) not in candidates:
-                passes = cond[conds.passes[(c, r)]] if (c, r) in conds.passes else None
-                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], field, passes)
+                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], field)
             return candidates[(c, r)]
 
         vector, new, overflow = [], [], []
@@ -382,10 +368,10 @@ class PartialMatchCore(wiring.Component):
             m.d.comb += self.next[n + s * per_state:n + (s + 1) * per_state].eq(
                 Cat(*(v.as_unsigned() for v in new[s])))
         if self.lookahead:
-            self._look_ahead(m, chosen_by, candidate, new_better, old, cond)
+            self._look_ahead(m, chosen_by, candidate, new_better)
         return m
 
-    def _look_ahead(self, m: Module, chosen_by, candidate, new_better, old, cond) -> None:
+    def _look_ahead(self, m: Module, chosen_by, candidate, new_better) -> None:
         """``next_cond``: the conditions of ``next`` for ``next_tuple``, each computed from every
         candidate of the state it reads and picked as that state's candidates are. Where a state
         is off, its conditions are don't-cares (every use of them is gated by the state's bit),
@@ -397,16 +383,6 @@ class PartialMatchCore(wiring.Component):
 
         def picked(p: int, condition) -> Value:
             return _any([v & condition(c) for c, v in chosen_by[p]])
-
-        def passes_next(c: int | None, r: int) -> Value:
-            """Whether the tuple behind passes MIN or MAX register r of candidate c: its new value is
-            the tuple's field if that passed, else the old value, so the two compares run beside the
-            choice between them (not after it)."""
-            func, name = q.registers[r].func, q.registers[r].field
-            over_tuple = _passes(func, later(name), field_of(self.tuple, name))
-            if c is None:
-                return over_tuple
-            return Mux(cond[conds.passes[(c, r)]], over_tuple, _passes(func, later(name), old[c][r]))
 
         builders = {}
 
@@ -425,8 +401,6 @@ class PartialMatchCore(wiring.Component):
             bits[i] = picked(p, lambda c: candidate(c, conds.count) == q.max_length)
         for (a, b), i in conds.before.items():
             bits[i] = new_better(a, b)
-        for (p, r), i in conds.passes.items():
-            bits[i] = picked(p, lambda c, r=r: passes_next(c, r))
         m.d.comb += self.next_cond.eq(Cat(*bits))
 
 

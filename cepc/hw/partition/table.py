@@ -74,8 +74,6 @@ FORWARD = DEPTH + 2
 # this many banks, and block RAM takes it a cycle later: FORWARD + 1 writes to forward
 GROUP_BANKS = 8
 COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits per registered chunk
-PRESELECT = True
-STATE_CHUNK = 64  # on a large die, bits of a partial match's state per copy of the newest write's select line
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
@@ -441,11 +439,6 @@ class TablePartitioner(wiring.Component):
         v4, k4, i4 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
         cw = self.cond_width
-        # Nothing goes stale, and the state is a partial match's (wide): block RAM's way that holds the
-        # key is picked at stage 3 and registered with the older write's, so the lookup at stage 4 is
-        # off the state's path into the core (mshape's critical path ran from the way's flags through
-        # the selection of its 1,062 bits and the core into the match's registers: 16.6 ns of routing)
-        preselect = PRESELECT and bool(cw) and self._xw is None and self._period is None
         cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)]
         # the newest write's conditions: the caller's for the key behind it, registered with it
         w0_cond = Signal(cw, name="w0_cond", reset_less=True)
@@ -532,7 +525,7 @@ class TablePartitioner(wiring.Component):
             m.d.sync += sel2.eq(1 << bank_of(i1))
             for w in range(W):
                 m.d.sync += [word4[w].eq(word3[w]), used4[w].eq(used3[w]), tagged4[w].eq(tagged3[w])]
-                if cw and not preselect:  # the conditions of each way's state, for the tuple beside the key
+                if cw:  # the conditions of each way's state, for the tuple beside the key
                     m.d.sync += cond4[w].eq(self._conditions(fields(word3[w])[0]))
             m.d.sync += [same_bucket[j].eq(bucket3[j]) for j in range(forward)]
             m.d.sync += [same_key[j].eq(key3[j]) for j in range(forward)]
@@ -623,9 +616,7 @@ class TablePartitioner(wiring.Component):
             # direct-indexed, the one way is the key's: block RAM's word is picked when it is in use and
             # no write ahead touched it, decided at stage 3 beside used4 (one gate less in the loop)
             pick_bram = Signal(name="pick4_bram") if self.direct else None
-            if preselect:
-                picks = []  # (picked at stage 3, into older_state)
-            elif self.direct:
+            if self.direct:
                 picks = [pick_bram]
             else:
                 # (touched by the older writes ahead. Not by w0, so stage 3 does not wait for the lookup
@@ -637,22 +628,19 @@ class TablePartitioner(wiring.Component):
             older_next = Signal(forward - 1)  # one-hot: the newest of the key's older writes ahead
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
-                older_word = Const(0, sw)
+                older = Const(0, sw)
                 for j in range(1, forward):
-                    older_word = older_word | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
-                if not preselect:
-                    m.d.sync += older_state.eq(older_word)
+                    older = older | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
+                m.d.sync += older_state.eq(older)
                 if cw:
                     # and its conditions, each write's computed beside its own register and picked
                     # alike (picked first, the comparators would follow the picking): zero if none,
                     # as the state, since the ways' are ORed in
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                    older_conds = Const(0, cw)
+                    picked = Const(0, cw)
                     for j in range(1, forward):
-                        older_conds = older_conds | Mux(older_next[j - 1],
-                                                        self._conditions(fields(writes[j - 1]["entry"])[0]), 0)
-                    if not preselect:
-                        m.d.sync += older_cond.eq(older_conds)
+                        picked = picked | Mux(older_next[j - 1], self._conditions(fields(writes[j - 1]["entry"])[0]), 0)
+                    m.d.sync += older_cond.eq(picked)
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: what the lookup hit decides
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
@@ -670,17 +658,7 @@ class TablePartitioner(wiring.Component):
         part = base
         for pick, word in zip(picks, words):
             part = part | Mux(pick, word, 0)
-        if newest and cw and copies:
-            # the newest write's select line, a copy per STATE_CHUNK bits of the state (not one net
-            # reaching every bit of a partial match's registers)
-            chunks = []
-            for lo in range(0, sw, STATE_CHUNK):
-                copy = m.submodules[f"{Replica.PREFIX}pick4_write0_{lo}"] = Replica(1)
-                m.d.comb += [copy.d.eq(newest_next), copy.en.eq(self.en)]
-                chunks.append(Mux(copy.q, newest[1][lo:lo + STATE_CHUNK], part[lo:lo + STATE_CHUNK]))
-            m.d.comb += state_out.eq(Cat(*chunks))
-        else:
-            m.d.comb += state_out.eq(Mux(newest[0], newest[1], part) if newest else part)
+        m.d.comb += state_out.eq(Mux(newest[0], newest[1], part) if newest else part)
         if cw:  # the conditions of that state, picked alike
             cond = cond_base
             for pick, word in zip(picks, cond_words):
@@ -735,14 +713,6 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += pick_bram.eq(used3[0] & ~touched3[0])
                 else:
                     m.d.sync += touched.eq(Cat(*touched3))
-            if preselect:  # block RAM's way that holds the key, if no write ahead touched it, and its conditions
-                way_state, way_cond = Const(0, sw), Const(0, cw)
-                for w in range(W):
-                    take = used3[w] & tagged3[w] & ~touched3[w]
-                    way_state = way_state | Mux(take, fields(word3[w])[0], 0)
-                    way_cond = way_cond | Mux(take, self._conditions(fields(word3[w])[0]), 0)
-                with m.If(self.en):  # (either is zero: the key's older write touched its way)
-                    m.d.sync += [older_state.eq(older_word | way_state), older_cond.eq(older_conds | way_cond)]
             # and, for each way, the newest of the writes ahead but the one being formed that touched it
             # (those are registers now), with its flags: the lookup patches with the newest (then w0)
             for w in range(W):
