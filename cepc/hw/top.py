@@ -27,7 +27,7 @@ loses a tuple.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -79,7 +79,7 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
 
 def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int | None = None,
                       evict_after: int | None = None, core: PartialMatchCore | None = None,
-                      tuple3=None) -> TablePartitioner:
+                      tuple3: Value | None = None) -> TablePartitioner:
     """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it).
     With a partial-match ``core`` that looks ahead, the table computes its conditions
     (:class:`~cepc.hw.nfa_core.Conditions`) for ``tuple3``, the tuple at stage 3."""

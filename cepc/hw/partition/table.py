@@ -47,6 +47,10 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
    the write is copied into a register beside each bank's way (:class:`Replica`), from which block RAM
    takes it.
 
+Given a partial-match core's ``conditions`` (:class:`~cepc.hw.nfa_core.Conditions`), the table
+also offers the key's state's conditions for its tuple (``out_cond``): computed at stage 3 from each
+way's word and each older write, and registered, and for the newest write the caller's ``next_cond``.
+
 So back-to-back tuples of one key, or of keys sharing a bucket, see each other's updates by
 forwarding, never by stalling; every path into and out of block RAM starts or ends in a
 flip-flop, and every route across the die, to and from banks anywhere on it, runs from one
