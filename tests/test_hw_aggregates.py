@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -69,8 +70,6 @@ def random_case(seed: int, after: str, within: int | None, n: int, most: int):
     """A seeded random query over every aggregate (a plain variable first, so a match can begin) and a
     stream of ``n`` rows on which the reference finds between 40 and ``most`` matches: (checked, frame,
     the reference's rows)."""
-    import random
-
     from oracle import expected_rows
 
     rng = random.Random(seed)
@@ -255,8 +254,6 @@ class _LookaheadHarness(Elaboratable):
 def _lookahead_agrees(checked, rows: list[dict], seed: int) -> int:
     """Feeds ``rows`` (one key's) through the harness; returns how many updates ran on looked-ahead
     conditions while a partial match was on."""
-    import random
-
     design = lower(checked)
     q = design.queries[0]
     harness = _LookaheadHarness(q, tuple_layout(design.tuple))
@@ -293,8 +290,6 @@ def test_lookahead_conditions_update_as_the_state_own(seed):
     # behind (next_cond, picked per candidate) equals the update on conditions computed from the
     # state it wrote, over random queries reading every aggregate, with WITHIN (extend), without a
     # bound (full) and several predecessors per state (before)
-    import random
-
     rng = random.Random(seed)
     after, within = ["SKIP PAST LAST ROW", "CONTINUE"][seed % 2], [None, 3, 12][seed % 3]
     while True:  # (a pattern with something to look ahead)
@@ -309,8 +304,6 @@ def test_lookahead_conditions_update_as_the_state_own(seed):
 
 def test_lookahead_on_the_examples():
     # mshape and finance0 on one symbol's random walk of prices
-    import random
-
     rng = random.Random(5)
     price, rows = 1000, []
     for i in range(300):
@@ -326,9 +319,7 @@ def test_keys_in_turn_at_a_tuple_a_cycle(keys, within):
     # `keys` keys in turn, a tuple every cycle: each tuple's partial matches come from the write of the
     # one `keys` ahead: the core's own lookahead (1), the table's older writes (2 to 6), block RAM (8,
     # 13: other keys' ways in the bucket that no write ahead touched). Without WITHIN nothing goes
-    # stale and the table picks the older write or block RAM's way at stage 3; with it, at 4
-    import random
-
+    # stale and the table picks the key's older write at stage 3; with it, at 4
     rng = random.Random(keys)
     pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("F"), ast.Var("M"))), 1, None),
                        ast.Var("S"), ast.Repeat(ast.Var("L"), 0, 1), ast.Var("N")))
