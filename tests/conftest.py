@@ -1,7 +1,11 @@
 """Shared test set-up: helper modules get pytest's assertion messages too."""
 
+import faulthandler
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -14,3 +18,45 @@ sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 # the suite builds dozens of small Verilator designs and runs each on a short stream: an
 # unoptimised C++ build is quicker overall (cepc.simulate reads this)
 os.environ.setdefault("CEPC_VERILATOR_OPT_FAST", "-O0")
+
+# A backstop behind pytest-timeout (pyproject.toml: 600 s, by a signal the test sees): a test whose
+# process is stuck where no signal handler runs would hold its xdist worker, and every test queued
+# behind it, until CI's own limit. faulthandler's watchdog thread needs no Python: it writes every
+# thread's stack to the worker's hang file and ends the worker, which xdist reports as crashed
+# (with that file: pytest_handlecrashitem) and replaces.
+HANG_SECONDS = float(os.environ.get("CEPC_TEST_HANG_SECONDS", 900))
+_OWN_HANG_DIR = "CEPC_TEST_HANG_DIR" not in os.environ  # the controller's (xdist's workers inherit it)
+if _OWN_HANG_DIR:
+    os.environ["CEPC_TEST_HANG_DIR"] = tempfile.mkdtemp(prefix="cepc-test-hang-")
+HANG_DIR = Path(os.environ["CEPC_TEST_HANG_DIR"])
+_hang_file = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _hang_file
+    if _hang_file is None:
+        _hang_file = open(HANG_DIR / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.txt", "w")
+    _hang_file.seek(0)
+    _hang_file.truncate()
+    _hang_file.write(item.nodeid + "\n")
+    _hang_file.flush()
+    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True, file=_hang_file)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem, report, sched):
+    for f in HANG_DIR.glob("*.txt"):
+        head, _, stacks = f.read_text(errors="replace").partition("\n")
+        if head == crashitem and stacks.strip():
+            report.longrepr = (f"{report.longrepr}: no progress in {HANG_SECONDS:.0f} s; "
+                               f"its threads' stacks then:\n{stacks}")
+
+
+def pytest_unconfigure(config):
+    if _OWN_HANG_DIR:
+        shutil.rmtree(HANG_DIR, ignore_errors=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,22 @@ def test_clean_names():
 def test_yosys_cells_need_a_top():
     with pytest.raises(ValueError, match="name no top module"):
         rep.yosys_cells({"modules": {"\\a": {}, "\\b": {}}})
+
+
+def test_an_interrupted_tool_run_stops_the_tool(tmp_path):
+    # a test's timeout or Ctrl-C while nextpnr routes must not leave nextpnr running (an orphan
+    # holds a core for as long as its router takes)
+
+    pidfile = tmp_path / "pid"
+    tool = [sys.executable, "-c", f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
+            "print('Info: Routing', flush=True); time.sleep(120)"]
+
+    def on_line(line):
+        if "Routing" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        flow._run(tool, tmp_path, tmp_path / "tool.log", "the tool", on_line)
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped

@@ -152,20 +152,27 @@ def _run(cmd: list[str], cwd: Path, log_path: Path, what: str, on_line: Callable
             raise ToolError(f"cannot run {cmd[0]}: {e.strerror}", cmd) from None
         seen = 0
         partial = ""
-        while True:
-            finished = proc.poll() is not None
-            if watch.exists():
-                with open(watch, errors="replace") as fh:
-                    fh.seek(seen)
-                    chunk = fh.read()
-                    seen = fh.tell()
-                lines = (partial + chunk).split("\n")
-                partial = lines.pop()
-                for line in lines:
-                    on_line(line)
-            if finished:
-                break
-            time.sleep(0.2)
+        try:
+            while True:
+                finished = proc.poll() is not None
+                if watch.exists():
+                    with open(watch, errors="replace") as fh:
+                        fh.seek(seen)
+                        chunk = fh.read()
+                        seen = fh.tell()
+                    lines = (partial + chunk).split("\n")
+                    partial = lines.pop()
+                    for line in lines:
+                        on_line(line)
+                if finished:
+                    break
+                time.sleep(0.2)
+        except BaseException:
+            # Ctrl-C, a test's timeout, an error in on_line: the tool must not run on without us
+            # (an orphaned nextpnr holds a core for as long as its router takes)
+            proc.kill()
+            proc.wait()
+            raise
     text = log_path.read_text(errors="replace")
     if proc.returncode != 0:
         raise ToolError(f"{what} failed (exit status {proc.returncode}); the whole log is {log_path}", cmd,
