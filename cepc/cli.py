@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -459,8 +461,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminated(signum, frame):
+    # SIGTERM (a job's time limit, `kill`) unwinds like Ctrl-C, so the tools cepc started stop too
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _main(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(args) -> int:
     try:
         return args.func(args)
     except CepcError as e:

@@ -4,7 +4,12 @@ and the packer (the YoWASP tools). Slow; small partition counts keep it to minut
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +103,29 @@ def test_a_design_clock_below_the_host_links_is_refused(tmp_path, capsys):
     assert re.search(r"^error: the link's clock \(12 MHz\) must not be faster than the design's \(9\.9375 MHz\)$",
                      capsys.readouterr().err, re.M)
     assert not (tmp_path / "yosys.log").exists()  # refused before synthesis
+
+
+def test_a_terminated_synth_stops_its_tools(tmp_path):
+    # SIGTERM (a CI job's limit, `kill`) while Yosys runs: cepc exits and takes Yosys with it
+    out = tmp_path / "build"
+    proc = subprocess.Popen([sys.executable, "-m", "cepc.cli", "synth", str(ROOT / "examples" / "marathon" / "marathon.sql"),
+                             "--board", "ulx3s-12f", "-o", str(out)], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "yosys.log").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+
+    def tools_in(d: Path) -> list[int]:
+        pids = []
+        for p in Path("/proc").iterdir():
+            try:
+                if p.name.isdigit() and Path(os.readlink(p / "cwd")) == d:
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+        return pids
+
+    assert tools_in(out.resolve()) == []
