@@ -133,3 +133,51 @@ def test_an_interrupted_tool_run_stops_the_tool(tmp_path):
     pid = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed and reaped
+
+
+
+def replay(log: str) -> tuple[flow.RouteWatch, FitError | None]:
+    w = flow.RouteWatch("LFE5U-85F", 1, 2048, Path("nextpnr.log"))
+    try:
+        for line in (FIXTURES / log).read_text().splitlines():
+            w.line(line)
+    except FitError as e:
+        return w, e
+    return w, None
+
+
+def test_a_design_that_routes_is_never_taken_for_congested():
+    # network on the ULX3S-12F: 53 iterations, 15 of them at 1-3 overused wires without a new low
+    w, error = replay("ecp5_router2_routed.log")
+    assert error is None and (w.iteration, w.overused, w.best) == (53, 0, 0)
+
+
+def test_a_congested_design_is_told_from_the_router_log():
+    # finance0 on the ECP5-85F at 2,048 partitions, seed 1 (a variant of its table whose stage-4 words have
+    # no reset): the overused wires fall to 2,871 at iteration 16, then climb to 10,496 at 41
+    w, error = replay("ecp5_router2_congested.log")
+    assert error is not None and w.diverged and error.bel == "routing"
+    assert w.iteration - w.best_iteration == flow.RouteWatch.PATIENCE and w.overused >= 2 * w.best
+    assert str(error).startswith("nextpnr could not route the design on LFE5U-85F with --seed 1: it is congested. "
+                                 f"The fewest wires overused were {w.best:,}, at iteration {w.best_iteration}; ")
+    assert "Another --seed may route it, or fewer --partitions (now 2048)" in str(error)
+
+
+def test_a_congested_route_stops_nextpnr(tmp_path):
+    # the flow's own path: the watch reads the log as the tool writes it, and its error stops the tool
+    tool = [sys.executable, "-c", "import sys, time\nfor line in open(sys.argv[1]):\n"
+            "    print(line, end='', flush=True)\ntime.sleep(120)", str(FIXTURES / "ecp5_router2_congested.log")]
+    w = flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "tool.log")
+    seen = []
+    with pytest.raises(FitError, match="could not route"):
+        flow._run(tool, tmp_path, tmp_path / "tool.log", "nextpnr", lambda line: w.line(line, seen.append))
+    assert seen[-1] == f"nextpnr: routing, iteration {w.iteration}: {w.overused:,} wires overused"
+
+
+def test_a_long_tail_of_a_few_overused_wires_is_not_congestion():
+    # the last few wires can take router2 many iterations (network above: 15 at 1-3); below FLOOR,
+    # twice the low is no sign of congestion
+    w = flow.RouteWatch()
+    for it, over in enumerate([900, 300, 40, 1] + [3] * 40, start=1):
+        w.line(f"Info:     iter={it} wires=80000 overused={over} overuse={over} archfail=NA")
+    assert not w.diverged and w.iteration - w.best_iteration == 40
