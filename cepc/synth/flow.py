@@ -201,7 +201,7 @@ _ROUTER2_ITER = re.compile(r"^Info:\s+iter=(\d+)\s+wires=(\d+)\s+overused=(\d+)"
 class RouteWatch:
     """Follows nextpnr's router2 through its log: each iteration's count of overused wires, and
     whether routing has stopped converging. A congested design's count stops falling and then
-    climbs for hours (finance0 on the ECP5-85F: 2,124 at iteration 20, 7,633 at 41), where one that
+    climbs for hours (finance0 on the ECP5-85F, seed 4: 1,989 at iteration 21, 7,633 at 41), where one that
     routes falls to tens within about 25 iterations. It has diverged once no iteration for PATIENCE
     has set a new low and the count is at least twice that low and at least FLOOR: then
     :meth:`line` raises FitError (through ``_run``, which stops nextpnr)."""
