@@ -119,7 +119,6 @@ def test_yosys_cells_need_a_top():
 def test_an_interrupted_tool_run_stops_the_tool(tmp_path):
     # a test's timeout or Ctrl-C while nextpnr routes must not leave nextpnr running (an orphan
     # holds a core for as long as its router takes)
-
     pidfile = tmp_path / "pid"
     tool = [sys.executable, "-c", f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
             "print('Info: Routing', flush=True); time.sleep(120)"]
@@ -133,7 +132,6 @@ def test_an_interrupted_tool_run_stops_the_tool(tmp_path):
     pid = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed and reaped
-
 
 
 def replay(log: str) -> tuple[flow.RouteWatch, FitError | None]:

@@ -195,16 +195,17 @@ _NEXTPNR_PHASES = [
 ]
 
 
-_ROUTER2_ITER = re.compile(r"^Info:\s+iter=(\d+)\s+wires=(\d+)\s+overused=(\d+)")
+_ROUTER2_ITER = re.compile(r"^Info:\s+iter=(\d+)\s+wires=\d+\s+overused=(\d+)")
 
 
 class RouteWatch:
     """Follows nextpnr's router2 through its log: each iteration's count of overused wires, and
     whether routing has stopped converging. A congested design's count stops falling and then
-    climbs for hours (finance0 on the ECP5-85F, seed 4: 1,989 at iteration 21, 7,633 at 41), where one that
-    routes falls to tens within about 25 iterations. It has diverged once no iteration for PATIENCE
-    has set a new low and the count is at least twice that low and at least FLOOR: then
-    :meth:`line` raises FitError (through ``_run``, which stops nextpnr)."""
+    climbs for hours (finance0 on the ECP5-85F, seed 4: 1,989 at iteration 21, 7,633 at 41), where
+    one that routes falls to tens within about 25 iterations. It has diverged once no iteration for
+    PATIENCE has set a new low and the count is at least twice that low and at least FLOOR: then
+    :meth:`line` raises FitError (through ``_run``, which stops nextpnr). The iCE40's router1
+    logs no such lines, so there it never stops a run."""
 
     PATIENCE = 25
     FLOOR = 500
@@ -223,7 +224,7 @@ class RouteWatch:
         m = _ROUTER2_ITER.match(text)
         if not m:
             return
-        self.iteration, self.overused = int(m.group(1)), int(m.group(3))
+        self.iteration, self.overused = int(m.group(1)), int(m.group(2))
         if self.best is None or self.overused < self.best:
             self.best, self.best_iteration = self.overused, self.iteration
         progress(f"nextpnr: routing, iteration {self.iteration}: {self.overused:,} wires overused")
