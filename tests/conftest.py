@@ -8,8 +8,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
 
 pytest.register_assert_rewrite("hwsim", "patterns", "oracle", "synthtools")
+
+# Hypothesis explains a failure by re-running the failing examples under a line tracer (sys.settrace
+# before Python 3.12), which slows amaranth.sim's Python a hundredfold: a property test over hardware
+# that failed in CI then shrank for hours, past every timeout, and never reported its example. Without
+# the explain phase a failure shrinks (at most Hypothesis' five minutes) and prints its example and seed.
+settings.register_profile("cepc", phases=[p for p in Phase if p is not Phase.explain])
+settings.load_profile("cepc")
 
 # amaranth.sim compiles each wide expression (a table partitioner's bucket of registers is
 # thousands of bits) into one nested Python expression, deeper than CPython's default limit
