@@ -416,7 +416,8 @@ class LinkSimulation:
     path, which ``cepc run --port`` opens as a serial port. The design's clock
     is 100 MHz, the link's 50 MHz (two domains, as on a board), and the UART
     runs at ``50 MHz / divisor``. ``counts`` holds the bytes the bench moved
-    each way once the block has ended.
+    each way once the block has ended. ``held``: records and spills cross as
+    on an iCE40 (HostLink's ``held``); by default as on an ECP5, in registers.
     """
 
     CLOCK_HZ = 100_000_000
@@ -425,8 +426,9 @@ class LinkSimulation:
 
     def __init__(self, checked: Checked, *, partitions: int = 8, divisor: int = 4, buffer_bytes: int = 512,
                  buffer_frames: int = 4, corrupt_in_every: int = 0, corrupt_out_every: int = 0,
-                 build_root: Path | None = None, max_seconds: float = 600):
+                 build_root: Path | None = None, max_seconds: float = 600, held: bool = False):
         self.checked = checked
+        self.held = held
         self.partitions, self.divisor = partitions, divisor
         self.buffer_bytes, self.buffer_frames = buffer_bytes, buffer_frames
         self.corrupt = (corrupt_in_every, corrupt_out_every)
@@ -443,7 +445,7 @@ class LinkSimulation:
         h = hashlib.sha256()
         h.update(self.checked.source.text.encode())
         h.update(json.dumps([__version__, "link", self.partitions, self.divisor, self.buffer_bytes,
-                             self.buffer_frames]).encode())
+                             self.buffer_frames, self.held]).encode())
         for f in ("cepc_link_bench.py",):
             h.update((BENCH_DIR / f).read_bytes())
         h.update(_compiler_digest())
@@ -454,7 +456,7 @@ class LinkSimulation:
         if not source.exists():
             ld = link_design(lower(self.checked), partitions=self.partitions, clock_hz=self.CLOCK_HZ,
                              link_hz=self.LINK_HZ, baud=self.LINK_HZ // self.divisor, buffer_bytes=self.buffer_bytes,
-                             buffer_frames=self.buffer_frames)
+                             buffer_frames=self.buffer_frames, held=self.held)
             source.write_text(_flat_verilog(ld.link, self.TOP))
         _verilator_env()
         from cocotb_tools.runner import get_runner

@@ -128,7 +128,7 @@ def marathon():
 
 
 def run_link(design, wire: list[bytes], *, partitions=6, buffer_bytes=256, buffer_frames=4, gap=0,
-             tail_cycles=10000, link_ns=LINK_NS):
+             tail_cycles=10000, link_ns=LINK_NS, held=None):
     """Send ``wire`` (chunks of bytes, or a number of idle bit times; ``gap`` idle bit times
     after each chunk) into a HostLink, its link clocked every ``link_ns`` and its design every
     DESIGN_NS; return the frames it sent back (None for a bad one) and the design's counters.
@@ -136,7 +136,7 @@ def run_link(design, wire: list[bytes], *, partitions=6, buffer_bytes=256, buffe
     top = Top(design, bus_width=8, partitions=partitions)
     link_hz = 1_000_000_000 // link_ns
     dut = HostLink(top, clock_hz=1_000_000_000 // DESIGN_NS, link_hz=link_hz, baud=link_hz // DIV, divisor=DIV,
-                   buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=0xC0FFEE)
+                   buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=0xC0FFEE, held=held)
     received = bytearray()
     done = []
 
@@ -216,12 +216,14 @@ def tuple_frames(design, frame, per_frame):
 EXPECTED = [(2, 3), (4, 13)]  # examples/marathon/expected.csv
 
 
-@pytest.mark.parametrize("link_ns", [LINK_NS, DESIGN_NS, 37])  # the link's clock: slower, the same, no ratio
-def test_tuples_in_frames_come_back_as_match_records(link_ns):
+# the link's clock: slower, the same, no ratio; records crossing in a register, or held in the FIFOs
+@pytest.mark.parametrize("link_ns,held", [(LINK_NS, False), (DESIGN_NS, False), (37, False), (LINK_NS, True),
+                                          (37, True)])
+def test_tuples_in_frames_come_back_as_match_records(link_ns, held):
     checked, design, frame = marathon()
     payloads = tuple_frames(design, frame, 5)
     wire = [P.frame(P.TUPLES, i, p) for i, p in enumerate(payloads)] + [P.frame(P.STATUS_REQUEST, 0)]
-    frames, counters = run_link(design, wire, link_ns=link_ns)
+    frames, counters = run_link(design, wire, link_ns=link_ns, held=held)
     assert counters.pop("error") == 0  # nothing dropped, malformed or discarded
     assert None not in frames[1:]  # (the first may be cut: the power-on STATUS)
     assert decoded(design, frames) == EXPECTED
@@ -321,7 +323,8 @@ def test_a_partial_tuple_in_a_frame_counts_as_malformed():
     assert decoded(design, frames) == EXPECTED  # the partial tuple did not shift the next frame
 
 
-def test_backpressure_from_a_busy_transmitter_loses_nothing():
+@pytest.mark.parametrize("held", [False, True])
+def test_backpressure_from_a_busy_transmitter_loses_nothing(held):
     # every tuple matches: the records outrun the UART, the design stalls, the buffer fills
     q = check(parse("CREATE STREAM s (k UINT8, x UINT8); PARTITION BY k AFTER MATCH CONTINUE PATTERN (A) "
                     "DEFINE A AS x > 0;"))
@@ -330,7 +333,7 @@ def test_backpressure_from_a_busy_transmitter_loses_nothing():
     data = [bytes([rng.randrange(4), 1 + rng.randrange(200)]) for _ in range(120)]
     payloads = [b"".join(data[i:i + 40]) for i in range(0, 120, 40)]
     wire = [P.frame(P.TUPLES, i, p) for i, p in enumerate(payloads)]
-    frames, counters = run_link(design, wire, buffer_bytes=256, buffer_frames=4, tail_cycles=60000)
+    frames, counters = run_link(design, wire, buffer_bytes=256, buffer_frames=4, tail_cycles=60000, held=held)
     rb = len(frames_record_bytes(design))
     records = []
     per_frame = []

@@ -30,7 +30,7 @@ from .. import protocol as P
 from . import ecp5
 from .cdc import Fetch, StreamCDC
 from .counter import increment
-from .replica import Replica
+from .replica import Replica, small_die
 from .top import Top
 from .uart import UartRx, UartTx
 
@@ -66,10 +66,14 @@ class HostLink(wiring.Component):
     The design sees each frame as one packet on an 8-bit bus. A RESET frame
     resets the design (one cycle of its synchronous reset), the buffer, the
     sequence numbers and the counters, and is answered with a STATUS frame.
+
+    ``held``: records and spilled tuples cross to the link where the design's FIFOs hold them, with
+    no register of their own (:class:`~cepc.hw.cdc.StreamCDC`); default: on a small die (iCE40).
     """
 
     def __init__(self, top: Top, *, clock_hz: int, baud: int, divisor: int, buffer_bytes: int = 4096,
-                 buffer_frames: int = 16, design_id: int = 0, link_hz: int | None = None):
+                 buffer_frames: int = 16, design_id: int = 0, link_hz: int | None = None,
+                 held: bool | None = None):
         if top.bus_width != 8:
             raise ValueError(f"the host link feeds the design one byte per cycle: its bus width must be 8, "
                              f"not {top.bus_width}")
@@ -85,6 +89,7 @@ class HostLink(wiring.Component):
         self.clock_hz, self.link_hz, self.baud, self.divisor = int(clock_hz), int(link_hz), int(baud), divisor
         self.buffer_bytes, self.buffer_frames = buffer_bytes, buffer_frames
         self.design_id = design_id & 0xFFFFFFFF
+        self.held = held
         self.record_bytes = top.record_width // 8
         self.tuple_bytes = top.tuple_width // 8
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "activity": Out(1), "error": Out(1),
@@ -107,12 +112,16 @@ class HostLink(wiring.Component):
         soft_rst = Signal()
         reset_pending = Signal()
         # the crossings (added to the outer module, with both domains' resets, at the end): bytes into
-        # the design; its records and spilled tuples out, each read by the link where the design's
-        # output FIFOs hold it (`held`: the top keeps a record it offers until it is taken) and popped
-        # once sent; its status counters read one word at a time
+        # the design; its records and spilled tuples out; its status counters read one word at a time.
+        # Records and spills cross in a register of the design's side each, beside its FIFOs, except on
+        # a small die (iCE40), short of logic cells: there the link reads each where the design's output
+        # FIFOs hold it (`held`: the top keeps a record it offers until it is taken) and pops it once
+        # sent. On the ECP5-85F, those hundreds of bits read from the FIFOs by the link's logic across
+        # the die left finance0 too congested to route
         feed = StreamCDC(9, "link", "sync")
-        records = StreamCDC(len(top.m_tdata), "sync", "link", held=True)
-        spills = StreamCDC(len(top.spill_tdata), "sync", "link", held=True)
+        held = small_die(platform) if self.held is None else self.held
+        records = StreamCDC(len(top.m_tdata), "sync", "link", held=held)
+        spills = StreamCDC(len(top.spill_tdata), "sync", "link", held=held)
         counters = Fetch(48, len(P.DESIGN_COUNTERS), "link", "sync")
         m.d.comb += [
             records.i_valid.eq(top.m_tvalid), records.i_data.eq(top.m_tdata), top.m_tready.eq(records.i_ready),

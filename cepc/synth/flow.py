@@ -97,9 +97,10 @@ ICE40_MIN_CE_USE = 4
 
 def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
-                ways: int | None = None, link_hz: float | None = None) -> LinkDesign:
+                ways: int | None = None, link_hz: float | None = None, held: bool | None = None) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
-    the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``."""
+    the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
+    ``held``: as HostLink's (default: from the platform it is built for)."""
     link_hz = clock_hz if link_hz is None else link_hz
     from ..emit.verilog import sidecar
     from ..hw.hostlink import HostLink
@@ -118,7 +119,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
     did = protocol.design_id(side)
     try:
         link = HostLink(top, clock_hz=int(round(clock_hz)), link_hz=int(round(link_hz)), baud=baud, divisor=div,
-                        buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=did)
+                        buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=did, held=held)
     except ValueError as e:
         raise UsageError(str(e)) from None
     side["host_link"] = {"protocol_version": protocol.VERSION, "design_id": did, "clock_hz": int(round(clock_hz)),
