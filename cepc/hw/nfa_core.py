@@ -286,6 +286,15 @@ class PartialMatchCore(wiring.Component):
             assert p is not None, "the checker keeps aggregates off transitions that begin a match"
             return cond[conds.holds[(s, p)]]
 
+        def wire(value: Value, name: str) -> Signal:
+            """``value`` as a signal of its own. The choices below share their terms (each state's
+            winners read every other candidate's conditions, the kept-before order reads the
+            winners): as expressions, Amaranth walks each use as a tree of its own (its shapes and
+            its conversion are not memoised), and a 25-state query took minutes to elaborate."""
+            sig = Signal(len(value), name=ident(name))
+            m.d.comb += sig.eq(value)
+            return sig
+
         def pick(wins: list[Value], values: list[Value], width: int) -> Value:
             out = Const(0, width)
             for w, v in zip(wins, values):
@@ -318,6 +327,8 @@ class PartialMatchCore(wiring.Component):
             fresh_wins = fresh & ~took if not q.latest else fresh
             if q.latest and valid:  # a new partial match is the latest of all
                 wins = [w & ~fresh for w in wins]
+            wins = [wire(w, f"{nfa.labels[s]}_from_{nfa.labels[p]}") for w, p in zip(wins, sources)]
+            fresh_wins = wire(fresh_wins, f"{nfa.labels[s]}_fresh")
             on = Signal(name=ident(f"{nfa.labels[s]}_on"))
             m.d.comb += on.eq(fresh | took)
             vector.append(on)
@@ -351,11 +362,12 @@ class PartialMatchCore(wiring.Component):
             if (a, b) not in kept_before:
                 terms = [va & vb & _better(q, key(ca), key(cb))
                          for ca, va in chosen_by[a] for cb, vb in chosen_by[b] if ca != cb]
-                kept_before[(a, b)] = _any(terms)
+                kept_before[(a, b)] = wire(_any(terms), f"{nfa.labels[a]}_before_{nfa.labels[b]}")
             return kept_before[(a, b)]
 
         accepting = [s for s in range(n) if nfa.accept[s]]
         ends = _first_best([vector[s] for s in accepting], lambda i, j: new_better(accepting[i], accepting[j]))
+        ends = [wire(e, f"{nfa.labels[s]}_ends") for e, s in zip(ends, accepting)]
         match = _any([vector[s] for s in accepting])
         m.d.comb += [self.match.eq(match), self.overflow.eq(_any(overflow))]
         # the match's registers: the winning accepting state's (the measures follow from them and the tuple)
