@@ -137,6 +137,50 @@ def test_an_unused_aggregate_variable_keeps_the_earliest_start(measures, partiti
                           bus_width=40, partitions=4, backpressure=0.3, seed=1, partitioner=partitioner)
 
 
+def expression_nodes(value, cap: int) -> int:
+    """The nodes of ``value`` walked as a tree, as Amaranth walks an expression (shared subexpressions
+    once per use), counted up to ``cap``."""
+    from amaranth.hdl._ast import Concat, Operator, Part, Slice, SwitchValue
+
+    count, stack = 0, [value]
+    while stack and count <= cap:
+        v = stack.pop()
+        count += 1
+        if isinstance(v, Operator):
+            stack.extend(v.operands)
+        elif isinstance(v, Slice):
+            stack.append(v.value)
+        elif isinstance(v, Part):
+            stack += [v.value, v.offset]
+        elif isinstance(v, Concat):
+            stack.extend(v.parts)
+        elif isinstance(v, SwitchValue):
+            stack.append(v.test)
+            stack.extend(x for _, x in v.cases)
+    return count
+
+
+def test_a_large_core_is_built_from_signals_not_shared_expressions():
+    # 25 states, each choosing among up to 21 predecessors: each state's winners read every other
+    # candidate's conditions, and the match's winner reads theirs. Built as shared expressions,
+    # Amaranth walked each use as a tree: compiling this query took over 5 minutes (its simulation
+    # in the random test above, over 10), where the design is 14 s. The core's assignments, walked
+    # as trees, now total about 72,000 nodes; as expressions they were millions
+    from amaranth.hdl import Fragment
+    from amaranth.hdl._ast import Assign
+
+    # P1 (S{1,3} | S{1,3} | L{0,2}){1,3}
+    s13, l02 = ast.Repeat(ast.Var("S"), 1, 3), ast.Repeat(ast.Var("L"), 0, 2)
+    pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((s13, s13, l02)), 1, 3)))
+    design = lower(check(parse(query(pattern, "CONTINUE", None))))
+    q = design.queries[0]
+    assert q.nfa.n_states == 25
+    frag = Fragment.get(PartialMatchCore(q, tuple_layout(design.tuple)), None)
+    cap = 1_000_000
+    nodes = sum(expression_nodes(st.rhs, cap) for st in frag.statements["comb"] if isinstance(st, Assign))
+    assert nodes < 150_000
+
+
 def test_mshape_example_in_hardware():
     q = ROOT / "examples" / "mshape" / "mshape.sql"
     checked = check(parse_file(q))

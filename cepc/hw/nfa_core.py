@@ -274,7 +274,11 @@ class PartialMatchCore(wiring.Component):
 
         active = [self.state[s] for s in range(n)]
         old = _registers(q, self.state)
-        cond = self.cond if self.lookahead else conds.of(self.state, self.tuple)
+        if self.lookahead:
+            cond = self.cond
+        else:  # a signal, so that each use of a bit is a slice of it (see `wire` below)
+            cond = Signal(max(conds.width, 1), name="cond")
+            m.d.comb += cond.eq(conds.of(self.state, self.tuple))
 
         def holds(s: int, p: int | None) -> Value:
             """q = s's predicate, against p's partial match (None: no partial match yet)."""
