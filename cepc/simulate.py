@@ -498,7 +498,7 @@ class LinkSimulation:
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 120
-        while not files["pty"].exists():
+        while not files["pty"].exists():  # the bench writes it whole, then renames it
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 tail = (work / "run.log").read_text()[-3000:] if (work / "run.log").exists() else ""
                 raise ToolError("the host link simulation did not start", ["cocotb", "cepc_link_bench"], tail)
