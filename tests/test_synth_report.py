@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cepc.errors import FitError, TimingError
+from cepc.errors import FitError, TimingError, ToolError
 from cepc.synth import flow
 from cepc.synth import report as rep
 from cepc.synth.flow import placement_error
@@ -179,3 +179,64 @@ def test_a_long_tail_of_a_few_overused_wires_is_not_congestion():
     for it, over in enumerate([900, 300, 40, 1] + [3] * 40, start=1):
         w.line(f"Info:     iter={it} wires=80000 overused={over} overuse={over} archfail=NA")
     assert not w.diverged and w.iteration - w.best_iteration == 40
+
+
+# a stand-in for nextpnr: router2 replays finance0's congested log (and would then run on), router1
+# routes; each call is noted in calls.txt
+FAKE_NEXTPNR = """
+import sys, time
+args = sys.argv[1:]
+router = args[args.index("--router") + 1] if "--router" in args else None
+with open("calls.txt", "a") as fh:
+    fh.write(f"{router}\\n")
+if "--fail" in args:
+    sys.exit(1)
+with open(args[args.index("--log") + 1], "w") as out:
+    if router == "router2":
+        for line in open(FIXTURE):
+            out.write(line)
+            out.flush()
+        time.sleep(120)
+    out.write("Info: Routing..\\n")
+    for left in (3000, 1200, 0):
+        out.write(f"Info:     {left} |    100      200 |  10   20 |      {left}|       1.00     2.00|\\n")
+        out.flush()
+    out.write("Info: Program finished normally.\\n")
+"""
+
+
+def fake_nextpnr(tmp_path: Path, *extra: str) -> list[str]:
+    script = tmp_path / "fake_nextpnr.py"
+    script.write_text(FAKE_NEXTPNR.replace("FIXTURE", repr(str(FIXTURES / "ecp5_router2_congested.log"))))
+    return [sys.executable, str(script), "--log", "nextpnr.log", *extra]
+
+
+def test_a_design_router2_cannot_route_is_routed_by_router1(tmp_path):
+    seen = []
+    log, router = flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, ["router2", "router1"],
+                                       lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"),
+                                       seen.append)
+    assert router == "router1"
+    assert (tmp_path / "calls.txt").read_text().split() == ["router2", "router1"]
+    assert "iter=" not in (tmp_path / "nextpnr.log").read_text()  # router1's log
+    assert "overused=10496" in (tmp_path / flow.ROUTER2_LOG).read_text()  # router2's, kept
+    assert "nextpnr: router2 is congested (10,496 wires overused, the fewest 2,871); placing and routing " \
+           "again with router1" in seen
+    assert "nextpnr: routing with router1, 1,200 arcs queued" in seen
+    assert seen[-1] == "nextpnr: done"
+
+
+def test_router1_progress_is_read_from_its_table():
+    # a row of router1's table on finance0 (ECP5-85F, seed 1): 188 arcs still queued
+    seen = []
+    flow.RouteWatch().line("Info:     142000 |    38336     102191 |  138   724 |       188|       2.63     446.77|",
+                           seen.append)
+    assert seen == ["nextpnr: routing with router1, 188 arcs queued"]
+
+
+def test_nextpnr_failing_otherwise_is_not_tried_again(tmp_path):
+    # only congestion sends the design to the next router: an error of nextpnr's own is the flow's
+    with pytest.raises(ToolError, match="nextpnr failed"):
+        flow.place_and_route(fake_nextpnr(tmp_path, "--fail"), tmp_path, ["router2", "router1"],
+                             lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
+    assert (tmp_path / "calls.txt").read_text().split() == ["router2"]

@@ -197,6 +197,8 @@ _NEXTPNR_PHASES = [
 
 
 _ROUTER2_ITER = re.compile(r"^Info:\s+iter=(\d+)\s+wires=\d+\s+overused=(\d+)")
+# router1's progress table: iterations | routed, ripped-up arcs | ... | arcs still queued | times
+_ROUTER1_ROW = re.compile(r"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+\d+\s+\d+ \|\s+(\d+)\|")
 
 
 class RouteWatch:
@@ -224,6 +226,8 @@ class RouteWatch:
     def line(self, text: str, progress: Progress = lambda s: None) -> None:
         m = _ROUTER2_ITER.match(text)
         if not m:
+            if r1 := _ROUTER1_ROW.match(text):
+                progress(f"nextpnr: routing with router1, {int(r1.group(1)):,} arcs queued")
             return
         self.iteration, self.overused = int(m.group(1)), int(m.group(2))
         if self.best is None or self.overused < self.best:
@@ -235,7 +239,39 @@ class RouteWatch:
                 f"congested. The fewest wires overused were {self.best:,}, at iteration {self.best_iteration}; "
                 f"at iteration {self.iteration} there are {self.overused:,}. Another --seed may route it, or "
                 f"fewer --partitions (now {self._partitions}); the log is {self._log}",
-                bel="routing", detail=f"{self.overused:,} wires overused")
+                bel="routing", detail=f"{self.overused:,} wires overused, the fewest {self.best:,}")
+
+
+ROUTER2_LOG = "nextpnr-router2.log"
+
+
+def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch: Callable[[], RouteWatch],
+                    progress: Progress = lambda s: None) -> tuple[str, str | None]:
+    """nextpnr (``cmd``, logging to ``out``/nextpnr.log) with the first of ``routers`` (None: its
+    default), and then the next while a router is found congested (:class:`RouteWatch`). On ECP5
+    router2 goes first, router1 after it: router2 is many times faster, but on a design it cannot
+    route its count of overused wires climbs; router1 rips up and reroutes arc by arc, slower and
+    steadier (finance0 on the ECP5-85F at seed 1: router2 congested, router1 routed it at 69.2 MHz).
+    Its log is kept as ROUTER2_LOG. Returns nextpnr's output and the router that routed."""
+    for i, router in enumerate(routers):
+        w = watch()
+
+        def on_line(line: str, w: RouteWatch = w) -> None:
+            for prefix, phase in _NEXTPNR_PHASES:
+                if line.startswith(prefix):
+                    progress(f"nextpnr: {phase}")
+            w.line(line, progress)
+
+        try:
+            return _run(cmd + (["--router", router] if router else []), out, out / "nextpnr.stdout.log", "nextpnr",
+                        on_line, watch=out / "nextpnr.log"), router
+        except FitError as e:
+            if e.bel != "routing" or i == len(routers) - 1:
+                raise
+            (out / "nextpnr.log").replace(out / f"nextpnr-{router}.log")
+            progress(f"nextpnr: {router} is congested ({e.detail}); placing and routing again with "
+                     f"{routers[i + 1]}")
+    raise AssertionError("no router")  # unreachable: the loop returns or raises
 
 
 def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None) -> SynthResult:
@@ -362,24 +398,19 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
                "--pcf", f"{NAME}.pcf", "--asc", f"{NAME}.asc"]
     pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--seed", str(opts.seed),
             "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
-    # router2 routes the large ECP5 designs in a fraction of router1's time; on a nearly full
-    # iCE40 it can circle around the last overused wires, where router1 finishes
-    if fam == "ecp5":
-        pnr += ["--router", "router2"]
+    # router2 routes the large ECP5 designs in a fraction of router1's time, and router1 where
+    # router2 congests (place_and_route); on a nearly full iCE40 router2 can circle around the last
+    # overused wires, where router1 (nextpnr-ice40's default) finishes
+    routers = ["router2", "router1"] if fam == "ecp5" else [None]
     report_path = out / "nextpnr-report.json"
     report_path.unlink(missing_ok=True)
-
-    watch = RouteWatch(platform.device, opts.seed, partitions, out / "nextpnr.log")
-
-    def pnr_line(line):
-        for prefix, phase in _NEXTPNR_PHASES:
-            if line.startswith(prefix):
-                progress(f"nextpnr: {phase}")
-        watch.line(line, progress)
+    (out / ROUTER2_LOG).unlink(missing_ok=True)
 
     progress("nextpnr: reading the netlist")
     try:
-        log = _run(pnr, out, out / "nextpnr.stdout.log", "nextpnr", pnr_line, watch=out / "nextpnr.log")
+        log, router = place_and_route(pnr, out, routers,
+                                      lambda: RouteWatch(platform.device, opts.seed, partitions, out / "nextpnr.log"),
+                                      progress)
     except ToolError as e:
         fit = placement_error((out / "nextpnr.stdout.log").read_text(errors="replace"), platform.device,
                               partitions, opts.seed)
@@ -400,6 +431,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
 
     summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
+    summary["router"] = router or "router1"  # nextpnr-ice40's default
     bitstream = None
     timing_ok = parsed.timing_met
     if timing_ok or opts.allow_timing_fail:
