@@ -155,7 +155,7 @@ def test_a_congested_design_is_told_from_the_router_log():
     # no reset): the overused wires fall to 2,871 at iteration 16, then climb to 10,496 at 41
     w, error = replay("ecp5_router2_congested.log")
     assert error is not None and w.diverged and error.bel == "routing"
-    assert w.iteration - w.best_iteration == flow.RouteWatch.PATIENCE and w.overused >= 2 * w.best
+    assert w.iteration - w.best_iteration == flow.RouteWatch.PATIENCE and w.overused >= flow.RouteWatch.FLOOR
     assert str(error).startswith("nextpnr could not route the design on LFE5U-85F with --seed 1: it is congested. "
                                  f"The fewest wires overused were {w.best:,}, at iteration {w.best_iteration}; ")
     assert "Another --seed may route it, or fewer --partitions (now 2048)" in str(error)
@@ -174,7 +174,7 @@ def test_a_congested_route_stops_nextpnr(tmp_path):
 
 def test_a_long_tail_of_a_few_overused_wires_is_not_congestion():
     # the last few wires can take router2 many iterations (network above: 15 at 1-3); below FLOOR,
-    # twice the low is no sign of congestion
+    # no new low is no sign of congestion
     w = flow.RouteWatch()
     for it, over in enumerate([900, 300, 40, 1] + [3] * 40, start=1):
         w.line(f"Info:     iter={it} wires=80000 overused={over} overuse={over} archfail=NA")
@@ -240,3 +240,14 @@ def test_nextpnr_failing_otherwise_is_not_tried_again(tmp_path):
         flow.place_and_route(fake_nextpnr(tmp_path, "--fail"), tmp_path, ["router2", "router1"],
                              lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
     assert (tmp_path / "calls.txt").read_text().split() == ["router2"]
+
+
+def test_a_plateau_above_the_floor_is_congestion():
+    # finance0 on the ECP5-85F, seed 1, at 3a7fa03: 890 at iteration 29, then 1,000 to 1,400 without
+    # a new low (under twice the low, which the rule once also asked for: router2 ran on for hours)
+    w = flow.RouteWatch("LFE5U-85F", 1, 2048)
+    counts = [6794, 3141, 1908, 1341, 1047, 890] + [1000 + 15 * i for i in range(30)]
+    with pytest.raises(FitError, match="it is congested"):
+        for it, over in enumerate(counts, start=1):
+            w.line(f"Info:     iter={it} wires=300000 overused={over} overuse={over} archfail=NA")
+    assert w.iteration == 6 + flow.RouteWatch.PATIENCE and w.best == 890
