@@ -12,17 +12,24 @@ import sys
 from pathlib import Path
 
 
-def test_a_hung_test_ends_its_worker_with_its_stacks_and_the_run_goes_on(tmp_path):
+def run_pytest(tmp_path: Path, name: str, source: str, *args: str, timeout: float,
+               **env: str) -> subprocess.CompletedProcess:
+    """pytest, in a process of its own, on test file ``name`` (``source``) beside a copy of
+    tests/conftest.py in ``tmp_path``; ``env`` on top of this process's, less the harness' own."""
     shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
-    (tmp_path / "test_stuck.py").write_text(
-        "import time\n\n"
-        "def test_stuck():\n    time.sleep(60)\n\n"
-        "def test_other():\n    assert True\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CEPC_TEST_HANG", "PYTEST_"))}
-    env["CEPC_TEST_HANG_SECONDS"] = "3"
-    run = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "-q",
-                          "--rootdir", str(tmp_path), str(tmp_path)], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=120)
+    (tmp_path / name).write_text(source)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CEPC_TEST_HANG", "PYTEST_"))}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args,
+                           "--rootdir", str(tmp_path), str(tmp_path)], cwd=tmp_path, env={**environ, **env},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_hung_test_ends_its_worker_with_its_stacks_and_the_run_goes_on(tmp_path):
+    run = run_pytest(tmp_path, "test_stuck.py",
+                     "import time\n\n"
+                     "def test_stuck():\n    time.sleep(60)\n\n"
+                     "def test_other():\n    assert True\n",
+                     "-n", "2", timeout=120, CEPC_TEST_HANG_SECONDS="3")
     out = run.stdout + run.stderr
     assert run.returncode == 1, out
     assert "1 failed, 1 passed" in out
@@ -32,9 +39,8 @@ def test_a_hung_test_ends_its_worker_with_its_stacks_and_the_run_goes_on(tmp_pat
 
 def test_a_failing_property_test_shrinks_without_a_line_tracer(tmp_path):
     # Hypothesis' explain phase re-runs a failure under sys.settrace (sys.monitoring from 3.12):
-    # amaranth.sim under it ran for hours in CI. The profile leaves it out; this fails if it is back
-    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
-    (tmp_path / "test_prop.py").write_text(
+    # amaranth.sim under it ran on past every timeout in CI. The profile leaves it out; this fails if it is back
+    run = run_pytest(tmp_path, "test_prop.py",
         "import sys\n"
         "from hypothesis import given, settings, strategies as st\n"
         "from hypothesis.internal.scrutineer import MONITORING_TOOL_ID\n\n"
@@ -49,11 +55,8 @@ def test_a_failing_property_test_shrinks_without_a_line_tracer(tmp_path):
         "    runs.append(traced())\n"
         "    assert sum(xs) < 1500\n\n"
         "def test_after():\n"
-        "    assert len(runs) > 10 and not any(runs), runs.count(True)\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CEPC_TEST_HANG", "PYTEST_"))}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
-                          "--rootdir", str(tmp_path), str(tmp_path)], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+        "    assert len(runs) > 10 and not any(runs), runs.count(True)\n",
+        "-p", "no:xdist", timeout=300)
     out = run.stdout + run.stderr
     assert "1 failed, 1 passed" in out, out
     assert re.search(r"(Falsifying example|Failing test case): test_fails\(", out), out  # it is reported
