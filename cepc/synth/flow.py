@@ -256,6 +256,8 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
     route its count of overused wires climbs; router1 rips up and reroutes arc by arc, slower and
     steadier (finance0 on the ECP5-85F at seed 1: router2 congested, router1 routed it at 69.2 MHz).
     Its log is kept as ROUTER2_LOG. Returns nextpnr's output and the router that routed."""
+    for router in routers[:-1]:  # a congested router's log from an earlier run
+        (out / f"nextpnr-{router}.log").unlink(missing_ok=True)
     for i, router in enumerate(routers):
         w = watch()
 
@@ -407,7 +409,6 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     routers = ["router2", "router1"] if fam == "ecp5" else [None]
     report_path = out / "nextpnr-report.json"
     report_path.unlink(missing_ok=True)
-    (out / ROUTER2_LOG).unlink(missing_ok=True)
 
     progress("nextpnr: reading the netlist")
     try:
