@@ -203,7 +203,7 @@ def cmd_synth(args) -> int:
     opts = flow.SynthOptions(board=args.board, out_dir=Path(args.output) if args.output else None, freq_mhz=args.freq,
                              baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
                              evict_after=args.evict_after,
-                             max_length=args.max_match_length, seed=args.seed,
+                             max_length=args.max_match_length, seed=args.seed, router=args.router,
                              allow_timing_fail=args.allow_timing_fail)
     t0 = time.perf_counter()
     with console.status(f"synthesising {args.query} for {args.board}") as status:
@@ -422,6 +422,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
     c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")
+    c.add_argument("--router", choices=["auto", "router1", "router2"], default="auto",
+                   help="nextpnr's router; auto: on ECP5 router2, then router1 if router2 congests; on "
+                        "iCE40 router1 (default: auto)")
     c.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even if timing is missed (still exits 1)")
     c.set_defaults(func=cmd_synth)

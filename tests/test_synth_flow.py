@@ -66,6 +66,18 @@ def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, ca
     assert bitstream.suffix == (".bit" if board.startswith("ulx3s") else ".bin")
     assert bitstream.stat().st_size > 20_000
     assert re.search(r"Fmax \S+: [\d.]+ MHz, target [\d.]+ MHz: met", err)
+    # nothing here congests router2, which --router auto tries first on ECP5 (router1 is the iCE40's)
+    assert r["router"] == ("router2" if board.startswith("ulx3s") else "router1")
+
+
+def test_the_router_the_user_names_routes_the_design(tmp_path):
+    out = tmp_path / "build"
+    assert main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "ulx3s-12f",
+                 "--partitioner", "pipeline", "--partitions", "4", "--freq", "30", "--router", "router1",
+                 "-o", str(out)]) == 0
+    assert json.loads((out / "report.json").read_text())["router"] == "router1"
+    log = (out / "nextpnr.log").read_text()
+    assert "Router1 time" in log and "iter=" not in log  # router1's, not router2's iterations
 
 
 def test_mshape_does_not_fit_the_up5k_and_says_so(tmp_path, capsys):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cepc.errors import FitError, TimingError, ToolError
+from cepc.errors import FitError, TimingError, ToolError, UsageError
 from cepc.synth import flow
 from cepc.synth import report as rep
 from cepc.synth.flow import placement_error
@@ -251,3 +251,23 @@ def test_a_plateau_above_the_floor_is_congestion():
         for it, over in enumerate(counts, start=1):
             w.line(f"Info:     iter={it} wires=300000 overused={over} overuse={over} archfail=NA")
     assert w.iteration == 6 + flow.RouteWatch.PATIENCE and w.best == 890
+
+
+def test_the_routers_tried_are_the_family_s_or_the_one_the_user_names():
+    assert flow.routers("ecp5") == ["router2", "router1"]
+    assert flow.routers("ice40") == [None]  # nextpnr-ice40's default, router1
+    assert flow.routers("ecp5", "router1") == flow.routers("ice40", "router1") == ["router1"]
+    with pytest.raises(UsageError, match="unknown router 'router3'"):
+        flow.routers("ecp5", "router3")
+
+
+def test_a_router_the_user_names_is_the_only_one_tried(tmp_path):
+    # --router router2 on a design router2 congests: its error, not router1 behind the user's back
+    with pytest.raises(FitError, match="it is congested"):
+        flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, flow.routers("ecp5", "router2"),
+                             lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
+    assert (tmp_path / "calls.txt").read_text().split() == ["router2"]
+    (tmp_path / "calls.txt").unlink()
+    log, router = flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, flow.routers("ecp5", "router1"),
+                                       lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
+    assert router == "router1" and (tmp_path / "calls.txt").read_text().split() == ["router1"]

@@ -76,6 +76,7 @@ class SynthOptions:
     evict_after: int | None = None
     max_length: int | None = None
     seed: int = 1
+    router: str = "auto"  # nextpnr's router: auto (see ROUTERS), router1 or router2
     allow_timing_fail: bool = False
     pack: bool = True
 
@@ -89,6 +90,22 @@ class LinkDesign:
     link: object  # HostLink
     sidecar: dict
     design_id: int
+
+
+ROUTER_CHOICES = ("auto", "router1", "router2")
+
+
+def routers(family: str, choice: str = "auto") -> list[str | None]:
+    """The nextpnr routers `cepc synth` tries in turn (None: nextpnr's default). ``auto``: on ECP5
+    router2, then router1 where router2 congests (place_and_route); router2 routes the large ECP5
+    designs in a fraction of router1's time. On iCE40 nextpnr's default, router1: on a nearly full
+    iCE40 router2 can circle around the last overused wires, where router1 finishes. A router the
+    user names is the only one tried."""
+    if choice not in ROUTER_CHOICES:
+        raise UsageError(f"unknown router {choice!r}; use one of {', '.join(ROUTER_CHOICES)}")
+    if choice != "auto":
+        return [choice]
+    return ["router2", "router1"] if family == "ecp5" else [None]
 
 
 # iCE40 (synth_ice40 -dffe_min_ce_use): flip-flops with an enable shared by fewer than this use LUT logic
@@ -403,16 +420,13 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
                "--pcf", f"{NAME}.pcf", "--asc", f"{NAME}.asc"]
     pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--seed", str(opts.seed),
             "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
-    # router2 routes the large ECP5 designs in a fraction of router1's time, and router1 where
-    # router2 congests (place_and_route); on a nearly full iCE40 router2 can circle around the last
-    # overused wires, where router1 (nextpnr-ice40's default) finishes
-    routers = ["router2", "router1"] if fam == "ecp5" else [None]
+    tried = routers(fam, opts.router)
     report_path = out / "nextpnr-report.json"
     report_path.unlink(missing_ok=True)
 
     progress("nextpnr: reading the netlist")
     try:
-        log, router = place_and_route(pnr, out, routers,
+        log, router = place_and_route(pnr, out, tried,
                                       lambda: RouteWatch(platform.device, opts.seed, partitions, out / "nextpnr.log"),
                                       progress)
     except ToolError as e:
