@@ -88,9 +88,10 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
     if core is not None and core.lookahead:
         lookahead = {"conditions": lambda state: core.conditions.of(state, tuple3),
                      "cond_width": core.conditions.width}
+    # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, early_key=2,
-                            en_ahead=True, **lookahead)
+                            en_ahead=True, relay=core is not None, **lookahead)
 
 
 def keyed(design: DesignPlan) -> bool:

@@ -159,12 +159,14 @@ class TablePartitioner(wiring.Component):
     ``expiry_width``: exact eviction for WITHIN (``now`` is the time of the tuple being placed,
     ``next_expiry`` its time plus the window). After ``rst`` the table is swept clear (one bucket
     per cycle, ``slot`` low meanwhile) if anything was written since the last sweep.
+    ``relay``: on a large die, the newest write reaches the banks through a copy of its own (as with
+    more than GROUP_BANKS banks), a cycle later, so the update loop's register is not pulled to them.
     """
 
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
                  early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
-                 conditions: Callable[[Value], Value] | None = None, cond_width: int = 0):
+                 conditions: Callable[[Value], Value] | None = None, cond_width: int = 0, relay: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -210,6 +212,8 @@ class TablePartitioner(wiring.Component):
             signature["out_cond"] = wiring.Out(cond_width)
             signature["next_cond"] = wiring.In(cond_width)
         self.en_ahead = en_ahead
+        # on a large die, the write reaches the banks through a copy of its own, as with many banks
+        self.relay = relay
         if en_ahead:
             # what `en` will be after the next edge: copied into a register beside each bank, so `en`
             # itself does not reach across the die
@@ -291,7 +295,10 @@ class TablePartitioner(wiring.Component):
         bare = copies
         # Many banks span much of the die: the write then reaches them through a copy per group of
         # banks, and block RAM takes it a cycle later (one more write to forward)
-        groups = -(-self.banks // GROUP_BANKS) if copies and self.banks > GROUP_BANKS else 0
+        # With `relay` (a long update loop: a partial-match core's), so do a few banks: w0, the loop's
+        # register, then feeds the core and one copy, not every way's copy beside the banks, which pulled
+        # it across the die (mshape at f455950: a 7.4 ns route from the core into w0)
+        groups = -(-self.banks // GROUP_BANKS) if copies and (self.banks > GROUP_BANKS or self.relay) else 0
         forward = FORWARD + (1 if groups else 0)
         def way_copy(kind, b, w, width, init=None):
             """A copy (:class:`Replica`) of ``kind`` beside bank b's way w (beside bank b: one way)."""
