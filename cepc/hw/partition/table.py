@@ -43,7 +43,8 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
    ``evict_after`` (nothing goes stale) which write holds the key's state, and each way's flags as
    the writes ahead but the newest leave them, are decided at stage 3 and registered, and so is
    the state of the key's newest write but w0 (zero if none); the lookup patches the flags with
-   w0 alone, and the state is w0's, that register's or block RAM's. In the next enabled cycle
+   w0 alone, and the state is w0's, that register's or block RAM's, picked by registers (on a large
+   die a copy of them per SELECT_CHUNK bits of a wide state). In the next enabled cycle
    the write is copied into a register beside each bank's way (:class:`Replica`), from which block RAM
    takes it.
 
@@ -78,6 +79,9 @@ FORWARD = DEPTH + 2
 # this many banks, and block RAM takes it a cycle later: FORWARD + 1 writes to forward
 GROUP_BANKS = 8
 COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits per registered chunk
+# on a large die, the state's select lines (which write or way is the key's): a copy per this many
+# bits of a wide state (a partial-match core's, 1,085 bits for mshape), so no select reaches them all
+SELECT_CHUNK = 64
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
@@ -621,7 +625,6 @@ class TablePartitioner(wiring.Component):
             # for the lookup that forms w0), and its state registered (zero if none); w0's, if the key's,
             # wins over it at stage 4, so the loop's multiplexer has three inputs, not forward + 1.
             newest_next = Signal()  # the key's own write is the one being formed (set below)
-            touched = None if self.direct else Signal(W, name="touched4")  # (hashed: see picks)
             older_state = Signal(sw, name="older4_state")
             pick_newest = Signal(name="pick4_write0")
             # direct-indexed, the one way is the key's: block RAM's word is picked when it is in use and
@@ -630,10 +633,12 @@ class TablePartitioner(wiring.Component):
             if self.direct:
                 picks = [pick_bram]
             else:
-                # (touched by the older writes ahead. Not by w0, so stage 3 does not wait for the lookup
-                # that forms it: if w0 is the key's it is picked instead; else it touched no way of the
-                # key's, as nothing goes stale: a way the key holds, only the key writes.)
-                picks = [used4[w] & tagged4[w] & ~touched[w] for w in range(W)]
+                # hashed: each way's word is picked when it is in use, holds the key, and no older write
+                # ahead touched it, decided at stage 3 beside used4 and tagged4 (set below). (Not by w0,
+                # so stage 3 does not wait for the lookup that forms it: if w0 is the key's it is picked
+                # instead; else it touched no way of the key's, as nothing goes stale: a way the key
+                # holds, only the key writes.)
+                picks = [Signal(name=f"pick4_way{w}") for w in range(W)]
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
             older_next = Signal(forward - 1)  # one-hot: the newest of the key's older writes ahead
@@ -666,10 +671,26 @@ class TablePartitioner(wiring.Component):
                         m.d.sync += cond.eq(self._conditions(fields(writes[j - 1]["entry"])[0]))
                     cond_words.append(cond)
                 cond_words += cond4
-        part = base
-        for pick, word in zip(picks, words):
-            part = part | Mux(pick, word, 0)
-        m.d.comb += state_out.eq(Mux(newest[0], newest[1], part) if newest else part)
+        def picked(selects, lo, hi):
+            """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks')."""
+            part = base[lo:hi]
+            for pick, word in zip(selects[1:] if newest else selects, words):
+                part = part | Mux(pick, word[lo:hi], 0)
+            return Mux(selects[0], newest[1][lo:hi], part) if newest else part
+
+        selects = ([newest[0]] if newest else []) + picks
+        # nothing stale: every select is a register; on a large die a wide state takes a copy of them
+        # per SELECT_CHUNK bits (wired below, from what they take), so no select line reaches them all
+        select_copies = []
+        if stale_free and copies and sw > SELECT_CHUNK:
+            for c in range(-(-sw // SELECT_CHUNK)):
+                copy = m.submodules[f"{Replica.PREFIX}pick{c}"] = Replica(len(selects))
+                m.d.comb += copy.en.eq(self.en)
+                select_copies.append(copy)
+            m.d.comb += state_out.eq(Cat(*(picked(list(copy.q), c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK))
+                                           for c, copy in enumerate(select_copies))))
+        else:
+            m.d.comb += state_out.eq(picked(selects, 0, sw))
         if cw:  # the conditions of that state, picked alike
             cond = cond_base
             for pick, word in zip(picks, cond_words):
@@ -719,11 +740,14 @@ class TablePartitioner(wiring.Component):
             touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(0 if self.direct else 1, forward))).any()
                         for w in range(W)]
             m.d.comb += [newest_next.eq(mine3[0]), older_next.eq(Cat(*first(mine3[1:])))]
-            with m.If(self.en):  # (the bank's flags are registered as they are: the tag compare is long)
-                if self.direct:
-                    m.d.sync += pick_bram.eq(used3[0] & ~touched3[0])
-                else:
-                    m.d.sync += touched.eq(Cat(*touched3))
+            if self.direct:
+                picks_next = [used3[0] & ~touched3[0]]
+            else:
+                picks_next = [used3[w] & tagged3[w] & ~touched3[w] for w in range(W)]
+            with m.If(self.en):
+                m.d.sync += [pick.eq(d) for pick, d in zip(picks, picks_next)]
+            for copy in select_copies:  # (each moves with the registers it copies)
+                m.d.comb += copy.d.eq(Cat(newest_next, *picks_next))
             # and, for each way, the newest of the writes ahead but the one being formed that touched it
             # (those are registers now), with its flags: the lookup patches with the newest (then w0)
             for w in range(W):
