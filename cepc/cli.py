@@ -15,6 +15,7 @@ from . import __version__
 from .errors import CepcError, ToolError, UsageError
 from .hw.devices import DEFAULT_DEVICE, DEVICES
 from .plan import DEFAULT_MAX_LENGTH
+from .synth.flow import ROUTER_CHOICES
 
 
 def _load(path: str):
@@ -422,7 +423,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
     c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")
-    c.add_argument("--router", choices=["auto", "router1", "router2"], default="auto",
+    c.add_argument("--router", choices=ROUTER_CHOICES, default="auto",
                    help="nextpnr's router; auto: on ECP5 router2, then router1 if router2 congests; on "
                         "iCE40 router1 (default: auto)")
     c.add_argument("--allow-timing-fail", action="store_true",

@@ -76,7 +76,7 @@ class SynthOptions:
     evict_after: int | None = None
     max_length: int | None = None
     seed: int = 1
-    router: str = "auto"  # nextpnr's router: auto (see ROUTERS), router1 or router2
+    router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
     allow_timing_fail: bool = False
     pack: bool = True
 
