@@ -211,6 +211,24 @@ def test_a_relayed_write_equals_the_model(ways, entries, depth, stall, seed):
     drive(dut, keys, update, stall, seed)
 
 
+def test_the_top_relays_the_write_of_partial_match_queries_only():
+    # a partial-match core's update is the long loop through the newest write: its table relays that
+    # write to the banks; an NFA's (marathon, network) does not, and forwards no write more
+    from cepc.hw.nfa_core import PartialMatchCore
+    from cepc.hw.layouts import tuple_layout
+    root = Path(__file__).resolve().parent.parent
+    for name, tracks in [("mshape/mshape.sql", True), ("finance/finance2/finance2.sql", True),
+                         ("marathon/marathon.sql", False), ("network/network.sql", False)]:
+        design = lower(check(parse_file(root / "examples" / name)))
+        q = design.queries[0]
+        assert q.tracks_matches == tracks
+        core = PartialMatchCore(q, tuple_layout(design.tuple)) if tracks else None
+        dut = table_partitioner(q, design.tuple, 1024, core=core)
+        dut._MustUse__silence = True
+        names = {n for _, n, _ in Fragment.get(dut, None).subfragments}
+        assert dut.relay == tracks and (f"{Replica.PREFIX}write_group0" in names) == tracks, name
+
+
 def test_a_direct_table_cut_into_banks_and_columns_equals_the_model():
     # 1,100-bit states: each way is split into columns of at most COLUMN_BITS
     dut = TablePartitioner(1 << 6, 6, 1100, vector_width=8, bank_depth=16)
