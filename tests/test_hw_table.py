@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from cepc.hw import sizing
 from cepc.hw.ecp5 import dp16kd_blocks
+from cepc.hw.layouts import tuple_layout
+from cepc.hw.nfa_core import PartialMatchCore
 from cepc.hw.partition import TablePartitioner
 from cepc.hw.partition.table import BANK_DEPTH, DEPTH, h3, h3_matrix, quotient_tag
 from cepc.hw.replica import Replica
@@ -214,8 +216,6 @@ def test_a_relayed_write_equals_the_model(ways, entries, depth, stall, seed):
 def test_the_top_relays_the_write_of_partial_match_queries_only():
     # a partial-match core's update is the long loop through the newest write: its table relays that
     # write to the banks; an NFA's (marathon, network) does not, and forwards no write more
-    from cepc.hw.nfa_core import PartialMatchCore
-    from cepc.hw.layouts import tuple_layout
     root = Path(__file__).resolve().parent.parent
     for name, tracks in [("mshape/mshape.sql", True), ("finance/finance2/finance2.sql", True),
                          ("marathon/marathon.sql", False), ("network/network.sql", False)]:
