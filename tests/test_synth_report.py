@@ -268,6 +268,8 @@ def test_a_router_the_user_names_is_the_only_one_tried(tmp_path):
                              lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
     assert (tmp_path / "calls.txt").read_text().split() == ["router2"]
     (tmp_path / "calls.txt").unlink()
+    (tmp_path / flow.ROUTER2_LOG).write_text("router2 congested, in an earlier --router auto run\n")
     log, router = flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, flow.routers("ecp5", "router1"),
                                        lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
     assert router == "router1" and (tmp_path / "calls.txt").read_text().split() == ["router1"]
+    assert not (tmp_path / flow.ROUTER2_LOG).exists()  # this run tried no router2: no log of one is left

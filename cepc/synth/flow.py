@@ -262,7 +262,8 @@ class RouteWatch:
                 bel="routing", detail=f"{self.overused:,} wires overused, the fewest {self.best:,}")
 
 
-ROUTER2_LOG = "nextpnr-router2.log"
+KEPT_LOG = "nextpnr-{}.log"  # a congested router's log, kept beside nextpnr.log
+ROUTER2_LOG = KEPT_LOG.format("router2")
 
 
 def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch: Callable[[], RouteWatch],
@@ -273,8 +274,8 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
     route its count of overused wires climbs; router1 rips up and reroutes arc by arc, slower and
     steadier (finance0 on the ECP5-85F at seed 1: router2 congested, router1 routed it at 69.2 MHz).
     Its log is kept as ROUTER2_LOG. Returns nextpnr's output and the router that routed."""
-    for router in routers[:-1]:  # a congested router's log from an earlier run
-        (out / f"nextpnr-{router}.log").unlink(missing_ok=True)
+    for router in ROUTER_CHOICES[1:]:  # any router's kept log from an earlier run, whichever it tried
+        (out / KEPT_LOG.format(router)).unlink(missing_ok=True)
     for i, router in enumerate(routers):
         w = watch()
 
@@ -290,7 +291,7 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
         except FitError as e:
             if e.bel != "routing" or i == len(routers) - 1:
                 raise
-            (out / "nextpnr.log").replace(out / f"nextpnr-{router}.log")
+            (out / "nextpnr.log").replace(out / KEPT_LOG.format(router))
             progress(f"nextpnr: {router} is congested ({e.detail}); placing and routing again with "
                      f"{routers[i + 1]}")
     raise AssertionError("no router")  # unreachable: the loop returns or raises
