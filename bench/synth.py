@@ -110,7 +110,7 @@ def markdown(rows: list[dict], seed: int | str) -> str:
                          f"| | | | {r['seconds']} | {r.get('commit', '')} |")
             continue
         fmax = f"{r['fmax_mhz']:.1f}"
-        if r.get("router") == "router1" and r["board"] != "icebreaker":  # (the iCE40's own default)
+        if r.get("router") == "router1" and r["device"].startswith("LFE5"):  # (on iCE40, its only router)
             fmax += ", router1"
         link = f"{r['link_fmax_mhz']:.0f} of {r['link_clock_mhz']:g}" if r.get("link_fmax_mhz") else ""
         if len(r.get("fmax_by_seed", {})) > 1:  # every seed's, the best first

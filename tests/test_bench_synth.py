@@ -51,4 +51,5 @@ def test_a_row_routed_by_router1_on_ecp5_says_so():
            "link_fmax_mhz": 139.9, "link_clock_mhz": 60.0, "seconds": 2920.1, "router": "router1"}
     assert "| 78.3, router1 |" in bench.markdown([row], "1")
     assert "| 78.3 |" in bench.markdown([dict(row, router="router2")], "1")
-    assert "| 78.3 |" in bench.markdown([dict(row, board="icebreaker")], "1")
+    assert "| 78.3, router1 |" in bench.markdown([dict(row, board="colorlight-5a-75b", device="LFE5U-25F")], "1")
+    assert "| 78.3 |" in bench.markdown([dict(row, board="icebreaker", device="iCE40UP5K")], "1")
