@@ -50,7 +50,11 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
 
 Given a partial-match core's ``conditions`` (:class:`~cepc.hw.nfa_core.Conditions`), the table
 also offers the key's state's conditions for its tuple (``out_cond``): computed at stage 3 from each
-way's word and each older write, and registered, and for the newest write the caller's ``next_cond``.
+way's word and from the key's older writes ahead, and registered, and for the newest write the caller's
+``next_cond``. Where nothing goes stale, each older write's are computed, then picked (the picking
+stays off the comparators' path); with WITHIN or ``evict_after``, once, from the key's newest older
+write, picked at stage 3 (finance2's conditions multiply by constants: computed per write, they were
+half its carry cells).
 
 So back-to-back tuples of one key, or of keys sharing a bucket, see each other's updates by
 forwarding, never by stalling; every path into and out of block RAM starts or ends in a
@@ -659,18 +663,28 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += older_cond.eq(picked)
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: what the lookup hit decides
+            # The key's own newest write ahead is its state if it hits (else it has none): w0, or the
+            # newest of the older ones, decided at stage 3 from registers (as above) and its state
+            # registered, with its conditions computed once, from that state (finance2's conditions
+            # multiply prices by constants: computed from each older write, they were half its
+            # carry cells). A stale way is no state either, so the ways' flags are patched with every
+            # write ahead (the newest first); only the state and its conditions are picked this way.
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
             forwarded = Cat(*mine).any()
-            picks = [t & hit for t in first(mine)] + [h & ~forwarded for h in hits]
-            newest, base = None, Const(0, sw)
-            if cw:  # each write's conditions: w0's the caller's, the others' computed at stage 3
-                cond_newest, cond_base, cond_words = None, Const(0, cw), [w0_cond]
-                for j in range(1, forward):
-                    cond = Signal(cw, name=f"w{j}_cond", reset_less=True)
-                    with m.If(self.en):
-                        m.d.sync += cond.eq(self._conditions(fields(writes[j - 1]["entry"])[0]))
-                    cond_words.append(cond)
-                cond_words += cond4
+            older_next = Signal(forward - 1)  # one-hot: the newest of the key's older writes ahead (set below)
+            older_state = Signal(sw, name="older4_state")
+            older_state_next = Const(0, sw)
+            for j in range(1, forward):
+                older_state_next = older_state_next | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
+            with m.If(self.en):
+                m.d.sync += older_state.eq(older_state_next)
+            picks = [mine[0] & hit, forwarded & ~mine[0] & hit] + [h & ~forwarded for h in hits]
+            newest, base, words = None, Const(0, sw), [words[0], older_state] + words[forward:]
+            if cw:  # w0's conditions the caller's, the older write's computed at stage 3, once
+                older_cond = Signal(cw, name="older4_cond", reset_less=True)
+                with m.If(self.en):
+                    m.d.sync += older_cond.eq(self._conditions(older_state_next))
+                cond_newest, cond_base, cond_words = None, Const(0, cw), [w0_cond, older_cond] + cond4
         def picked(selects, lo, hi):
             """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks')."""
             part = base[lo:hi]
@@ -759,6 +773,9 @@ class TablePartitioner(wiring.Component):
                         older_used[w].eq(Cat(*(n & writes[j]["keep"] for n, j in zip(newest, range(forward - 1)))).any()),
                         older_own[w].eq(Cat(*(n & key3[j + 1] for n, j in zip(newest, range(forward - 1)))).any()),
                     ]
+        else:  # the key's newest older write ahead, as those writes will be once it is at stage 4
+            m.d.comb += older_next.eq(Cat(*first([bucket3[j] & key3[j] & writes[j - 1]["ways"].any()
+                                                  for j in range(1, forward)])))
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter). Without WITHIN
         # or `evict_after` nothing goes stale: `evicted` stays 0 (and the caller's counter with it,
