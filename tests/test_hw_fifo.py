@@ -1,4 +1,5 @@
-"""The output FIFO off the iCE40 (cepc.hw.fifo): a write register in front of LUT RAM."""
+"""The output FIFOs (cepc.hw.fifo): off the iCE40 a write register in front of LUT RAM; on it,
+block RAM read into its own output latch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.sim import Simulator
 
-from cepc.hw.fifo import OutputFifo
+from cepc.hw.fifo import BlockRamFifo, OutputFifo
 
 
 def run(dut, writes: float, reads: float, cycles: int, seed: int):
@@ -76,7 +77,7 @@ def test_r_rdy_next_is_the_flag_after_the_edge():
 def test_a_word_is_read_two_cycles_after_its_write_like_the_buffered_fifo():
     # both back ends, and the iCE40's block-RAM FIFO, take the same cycles
     levels = []
-    for dut in (OutputFifo(8, 16), SyncFIFOBuffered(width=8, depth=16)):
+    for dut in (OutputFifo(8, 16), BlockRamFifo(8, 16)):
         seen = []
 
         async def bench(ctx, dut=dut, seen=seen):
@@ -124,3 +125,59 @@ def test_the_level_counts_stored_words_and_a_full_fifo_ignores_writes():
     sim.run()
     assert levels[:8] == [0, 1, 2, 3, 4, 4, 4, 4]
     assert levels[8] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("depth, writes, reads, seed", [(16, 0.5, 0.5, 11), (16, 0.9, 0.3, 12), (16, 0.2, 0.9, 13),
+                                                        (3, 0.8, 0.5, 14), (2, 0.7, 0.7, 15)])
+def test_the_block_ram_fifo_takes_the_cycles_of_amaranths_buffered_fifo(depth, writes, reads, seed):
+    # the iCE40's FIFO replaced SyncFIFOBuffered (whose memory Yosys mapped with two flip-flops and a
+    # LUT a bit beside it): every cycle's level, flag and head are the same, full and empty included
+    def trace(dut):
+        rng = random.Random(seed)
+        out = []
+
+        async def bench(ctx):
+            for _ in range(500):
+                ctx.set(dut.w_en, rng.random() < writes)  # into a full FIFO too: refused alike
+                ctx.set(dut.w_data, rng.getrandbits(10))
+                ctx.set(dut.r_en, rng.random() < reads)
+                rdy = ctx.get(dut.r_rdy)
+                out.append((ctx.get(dut.w_level), ctx.get(dut.w_rdy), rdy, ctx.get(dut.r_data) if rdy else None))
+                await ctx.tick()
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(bench)
+        sim.run()
+        return out
+
+    ours, theirs = trace(BlockRamFifo(10, depth)), trace(SyncFIFOBuffered(width=10, depth=depth))
+    assert ours == theirs
+    levels = {level for level, *_ in ours}
+    assert 0 in levels and (depth in levels or writes <= reads)  # empty, and full where writes outpace reads
+
+
+def test_the_ice40_fifo_memory_never_reads_the_word_being_written():
+    # what NO_COLLISIONS promises Yosys (cepc.hw.ecp5): checked on the memory's own ports
+    dut = BlockRamFifo(6, 4)
+    rng = random.Random(3)
+    seen = {"reads": 0, "writes": 0}
+
+    async def bench(ctx):
+        for _ in range(2000):
+            ctx.set(dut.w_en, rng.random() < 0.6)
+            ctx.set(dut.w_data, rng.getrandbits(6))
+            ctx.set(dut.r_en, rng.random() < 0.5)
+            await ctx.delay(1e-9)
+            w_en, w_addr = ctx.get(dut.w_port.en), ctx.get(dut.w_port.addr)
+            r_en, r_addr = ctx.get(dut.r_port.en), ctx.get(dut.r_port.addr)
+            seen["writes"] += w_en
+            seen["reads"] += r_en
+            assert not (w_en and r_en and w_addr == r_addr)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["reads"] > 500 and seen["writes"] > 500

@@ -145,7 +145,7 @@ def test_a_spilled_tuple_gives_no_record_and_spills_once(partitioner, platform):
     n = 40
     frame = keyed_frame("a" * n + "d" * n, list(range(n)) * 2)
     data = b"".join(design.tuple.to_bytes(r) for r in frame.to_dict("records"))
-    # (on the iCE40, the output and spill FIFOs are block RAM's, read through a register)
+    # (on the iCE40, the output and spill FIFOs are block RAM's, offered from its output latch: BlockRamFifo)
     result = hwsim.simulate(design, [hwsim.beats(data, 32)], bus_width=32, partitions=2, partitioner=partitioner,
                             backpressure=0.9, platform=platform)
     spilled = [design.tuple.unpack(w) for w in result.spilled]

@@ -9,8 +9,8 @@ Made in the cycle itself, the choice joins every FIFO's fill flag and leads into
 on a large die, one path routed across all the output FIFOs. ``registered`` makes the choice a
 register instead, set from what each FIFO's flag will be after the edge (``ready_next``, from
 :class:`cepc.hw.fifo.OutputFifo`): the same choice in the same cycle, so records leave as they
-would. The iCE40's FIFOs (amaranth's SyncFIFOBuffered) do not say what their flag will be, and there
-the choice is made in the cycle.
+would. The iCE40's FIFOs (:class:`cepc.hw.fifo.BlockRamFifo`) do not say what their flag will be, and
+there the choice is made in the cycle.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
+from .ecp5 import NO_COLLISIONS
 from .replica import Replica, small_die
 
 REGISTER_STAGES = 4  # a delay line this short is registers; a longer one is a ring in memory
@@ -70,7 +71,8 @@ class DelayLine(wiring.Component):
         # a ring of n - 1 words plus an output register: block RAM's slow clock-to-out
         # (5.6 ns on ECP5) ends in a flip-flop instead of the logic after the line
         ring_depth = n - 1
-        m.submodules.ring = ring = memory.Memory(shape=self._width, depth=ring_depth, init=[])
+        # (read a word after the one written: never the word being written, NO_COLLISIONS)
+        m.submodules.ring = ring = memory.Memory(shape=self._width, depth=ring_depth, init=[], attrs=NO_COLLISIONS)
         wr = ring.write_port()
         rd = ring.read_port()
         ptr = Signal(range(ring_depth))

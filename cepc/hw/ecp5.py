@@ -26,6 +26,16 @@ from amaranth.hdl import Cat, ClockSignal, Const, Elaboratable, Instance, Module
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
+# A memory whose reads never use a word written in the same cycle (the caller forwards such writes,
+# or never reads a word being written) carries this attribute. The synthesis flow then tells Yosys
+# that such a read may return anything (its $mem_v2's RD_COLLISION_X_MASK), so it maps the memory
+# onto block RAM as it is. Otherwise Yosys, which knows nothing of an iCE40 SB_RAM40_4K's (or an
+# inferred DP16KD's) read during a write, emulates the old word: a register of the write's data,
+# one of the read's, an address compare and a multiplexer, per bit (two flip-flops and a LUT a
+# bit; 182 flip-flops and 94 LUTs for an 88-bit FIFO on the UP5K, which is short of logic cells).
+# (A memory of one write port and one read port: the mask is a bit per pair.)
+NO_COLLISIONS = {"cepc_no_collisions": 1}
+
 # the DP16KD's shapes: data width → depth, and the address bits below the word address
 MODES = {36: 512, 18: 1024, 9: 2048, 4: 4096, 2: 8192, 1: 16384}
 LOW_BITS = {36: 5, 18: 4, 9: 3, 4: 2, 2: 1, 1: 0}
@@ -182,7 +192,9 @@ class RegisteredRam(wiring.Component):
                     r_en=self.r_en, o_en=self.o_en, out=self.r_data[lo:hi], platform=platform,
                     name=f"block{n}", width=self.mode)
             return m
-        m.submodules.mem = mem = memory.Memory(shape=self.width, depth=self.depth, init=[])
+        # (its callers never use a word read as it is written: NO_COLLISIONS; the table forwards the
+        # writes block RAM had not taken when it read, the host link reads only committed bytes)
+        m.submodules.mem = mem = memory.Memory(shape=self.width, depth=self.depth, init=[], attrs=NO_COLLISIONS)
         wr, rd = mem.write_port(), mem.read_port()
         m.d.comb += [wr.addr.eq(self.w_addr), wr.data.eq(self.w_data), wr.en.eq(self.w_en),
                      rd.addr.eq(self.r_addr), rd.en.eq(self.r_en)]

@@ -13,8 +13,8 @@ of a word-wide register. So here:
   ``r_rdy_next`` is what ``r_rdy`` will be after the next edge, for a caller that registers a
   choice among several FIFOs (the top's arbiter).
 
-A word written at one edge can be read after the second, as from amaranth's SyncFIFOBuffered
-(which the iCE40, without LUT RAM, uses in block RAM): both back ends take the same cycles.
+A word written at one edge can be read after the second, as from :class:`BlockRamFifo` (which the
+iCE40, without LUT RAM, uses in block RAM): both back ends take the same cycles.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+
+from .ecp5 import NO_COLLISIONS
 
 
 class OutputFifo(wiring.Component):
@@ -72,6 +74,53 @@ class OutputFifo(wiring.Component):
             m.d.sync += [level.eq(level - 1), space.eq(1)]
             m.d.comb += self.r_rdy_next.eq(level != 1)
         m.d.sync += ready.eq(self.r_rdy_next)
+        return m
+
+
+class BlockRamFifo(wiring.Component):
+    """The output FIFO on the iCE40: ``depth`` words, ``depth - 1`` of them in block RAM read into its
+    own output latch, the head offered from there; cycle for cycle amaranth's SyncFIFOBuffered (a word
+    written at one edge is offered after the second, and counted in ``w_level`` at once), whose logic
+    this is. Its memory is read only when it holds a word and written only when it has room, so a word
+    is never read as it is written: marked so (``NO_COLLISIONS``), Yosys maps it onto block RAM alone,
+    where SyncFIFOBuffered's took two flip-flops and a LUT a bit more (the UP5K is short of logic cells).
+    """
+
+    def __init__(self, width: int, depth: int):
+        if depth < 2:
+            raise ValueError(f"the FIFO needs at least two words, not {depth}")
+        self.width, self.depth = width, depth
+        super().__init__({"w_data": In(width), "w_en": In(1), "w_rdy": Out(1), "w_level": Out(range(depth + 1)),
+                          "r_data": Out(width), "r_rdy": Out(1), "r_en": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        inner = self.depth - 1
+        m.submodules.storage = storage = Memory(shape=self.width, depth=inner, init=[], attrs=NO_COLLISIONS)
+        # (kept, for a test of what NO_COLLISIONS promises)
+        self.w_port, self.r_port = w_port, r_port = storage.write_port(), storage.read_port()
+        level = Signal(range(inner + 1))  # words in block RAM
+        produce = Signal(range(inner))
+        consume = Signal(range(inner))
+        writing, reading = Signal(), Signal()  # reading: block RAM's head into its output latch
+        m.d.comb += [
+            self.w_rdy.eq(level != inner),
+            writing.eq(self.w_en & self.w_rdy),
+            reading.eq((level != 0) & (~self.r_rdy | self.r_en)),
+            w_port.addr.eq(produce), w_port.data.eq(self.w_data), w_port.en.eq(writing),
+            r_port.addr.eq(consume), r_port.en.eq(reading), self.r_data.eq(r_port.data),
+            self.w_level.eq(level + self.r_rdy),
+        ]
+        with m.If(writing):
+            m.d.sync += produce.eq(_wrap(produce, inner))
+        with m.If(reading):
+            m.d.sync += [consume.eq(_wrap(consume, inner)), self.r_rdy.eq(1)]
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        with m.If(writing & ~reading):
+            m.d.sync += level.eq(level + 1)
+        with m.Elif(reading & ~writing):
+            m.d.sync += level.eq(level - 1)
         return m
 
 

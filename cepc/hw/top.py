@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
@@ -37,7 +36,7 @@ from .arbiter import RoundRobin
 from .counter import add, count_late, increment
 from .decoder import PredicateDecoder
 from .delay import DelayLine
-from .fifo import OutputFifo
+from .fifo import BlockRamFifo, OutputFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
 from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore
@@ -176,7 +175,7 @@ class Top(wiring.Component):
             # a clock (cepc.hw.fifo); the iCE40 has no LUT RAM, and block RAM holds them, read through a
             # register. Either way a record written can be read two cycles later.
             if small_die(platform):
-                return SyncFIFOBuffered(width=width, depth=OUTPUT_FIFO_DEPTH)
+                return BlockRamFifo(width, OUTPUT_FIFO_DEPTH)
             return OutputFifo(width, OUTPUT_FIFO_DEPTH)
 
         # --- framing ------------------------------------------------------------------
