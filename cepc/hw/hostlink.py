@@ -372,25 +372,20 @@ class HostLink(wiring.Component):
         kind = Signal(8, reset_less=True)
         tx_seq = Signal(8)
         staged = Signal(8, reset_less=True)  # the payload byte to send next
-        # the status word of the next unit: a wide multiplexer in two registered steps (four words a
-        # group, then the group). The design's counters (words 4-9) come through `counters`, fetched
-        # from the design's side when `units` moves on; `status_ready` says the word has come and
-        # passed both steps. A word is sent many cycles after `units` moves on (a byte takes
-        # link_hz / baud × 10 cycles), so this is never waited for in practice; "next" checks it.
-        status_word = Signal(48, reset_less=True)
-        groups = [words[i:i + 4] for i in range(0, len(words), 4)]
-        picked = [Signal(48, name=f"status_group{g}", reset_less=True) for g in range(len(groups))]
-        for g, group in enumerate(groups):
-            with m.Switch(units[:2]):
-                for i, w in enumerate(group):
-                    with m.Case(i):
-                        m.d.sync += picked[g].eq(w)
-        units_then = Signal.like(units)  # the unit the groups were picked for
+        # the status word of the next unit, loaded into `pay` when `units` moves on to it: the link's
+        # clock is slow (its Fmax is twice its target or more on every board), so the multiplexer is
+        # one step, into `pay` (its words are mostly constants; the six design counters' are the one
+        # fetched). The design's counters (words 4-9) come through `counters`, fetched from the
+        # design's side when `units` moves on; `status_ready` says the word has come. A word is sent
+        # many cycles after `units` moves on (a byte takes link_hz / baud × 10 cycles), so this is
+        # never waited for in practice; "next" checks it.
+        status_word = Signal(48)
+        with m.Switch(units):
+            for i, w in enumerate(words):
+                with m.Case(i):
+                    m.d.comb += status_word.eq(w)
+        units_then = Signal.like(units)  # the unit the fetch was started for
         m.d.sync += units_then.eq(units)
-        with m.Switch(units_then[2:]):
-            for g in range(len(groups)):
-                with m.Case(g):
-                    m.d.sync += status_word.eq(picked[g])
         first_counter = P.STATUS_WORDS.index(P.DESIGN_COUNTERS[0])
         # (a unit that is not a design counter fetches whatever its index wraps to, unused)
         m.d.comb += [counters.start.eq(units != units_then), counters.index.eq(units - first_counter)]
