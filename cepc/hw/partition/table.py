@@ -506,6 +506,21 @@ class TablePartitioner(wiring.Component):
                          tagged3[w].eq(tag == k3_tag if tag is not None else 1)]
         bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(forward)]
         key3 = [Signal(name=f"key3_ahead{j}") for j in range(forward)]
+        # The writes two or more ahead are registers already at stage 2: whether each is the key's
+        # (its bucket, its key, a way written) and which ways it touched are decided there too, so at
+        # stage 3 the newest of them is picked from flip-flops; only the write one ahead (w0 then,
+        # being formed now) is judged at stage 3. (On the UP5K the pick of the key's older state
+        # through a chain of six LUTs, from bucket3 to older4_state, was network's critical path.)
+        mine3r = {j: Signal(name=f"mine3_ahead{j}") for j in range(2, forward)}
+        touch3r = {j: Signal(W, name=f"touch3_ahead{j}") for j in range(2, forward)}
+
+        def judged(j, valid, same_index, same_key_):
+            """mine3r and touch3r of the write ``j`` ahead (``ahead[j]``: writes[j - 2] at stage 2)."""
+            if j < 2:
+                return []
+            wr = writes[j - 2]
+            return [mine3r[j].eq(valid & same_index & same_key_ & wr["ways"].any()),
+                    touch3r[j].eq((valid & same_index).replicate(W) & wr["ways"])]
         if copies:
             # On a large die the compares are started a stage earlier, in chunks: at stage 1, the key
             # and its bucket with what each of those ahead will be after the next enabled edge (what
@@ -528,12 +543,23 @@ class TablePartitioner(wiring.Component):
             with m.If(self.en):
                 for j, ((valid, _, _), (same_index, same_key_)) in enumerate(zip(ahead, early)):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
+                    m.d.sync += judged(j, valid, same_index, same_key_)
         else:  # (the UP5K: logic cells are short; the key's own registers)
             with m.If(self.en):
                 for j, (valid, index, key) in enumerate(ahead):
                     # (direct-indexed, the bucket is the key: a write to it was the key's)
-                    m.d.sync += [bucket3[j].eq(valid & (index == i2)),
-                                 key3[j].eq(key == tag_of(k2) if self.tag_width else 1)]
+                    same_index, same_key_ = index == i2, (key == tag_of(k2) if self.tag_width else Const(1))
+                    m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
+                    m.d.sync += judged(j, valid, same_index, same_key_)
+
+        def newest_of(one, later, values, zero):
+            """The value of the newest write ahead that is flagged: ``one`` the flag of the write one
+            ahead (values[0]), ``later`` those of the writes two or more ahead (registers, newest first;
+            values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops."""
+            rest = zero
+            for f, v in zip(first(later), values[1:]):
+                rest = rest | Mux(f, v, 0)
+            return Mux(one, values[0], rest)
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
@@ -645,22 +671,19 @@ class TablePartitioner(wiring.Component):
                 picks = [Signal(name=f"pick4_way{w}") for w in range(W)]
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
-            older_next = Signal(forward - 1)  # one-hot: the newest of the key's older writes ahead
+            older_one = Signal()  # the write one ahead is the key's (set below; the later ones: mine3r)
+            later = [mine3r[j] for j in range(2, forward)]
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
-                older = Const(0, sw)
-                for j in range(1, forward):
-                    older = older | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
-                m.d.sync += older_state.eq(older)
+                m.d.sync += older_state.eq(newest_of(older_one, later, [fields(writes[j - 1]["entry"])[0]
+                                                                        for j in range(1, forward)], Const(0, sw)))
                 if cw:
                     # and its conditions, each write's computed beside its own register and picked
                     # alike (picked first, the comparators would follow the picking): zero if none,
                     # as the state, since the ways' are ORed in
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                    picked = Const(0, cw)
-                    for j in range(1, forward):
-                        picked = picked | Mux(older_next[j - 1], self._conditions(fields(writes[j - 1]["entry"])[0]), 0)
-                    m.d.sync += older_cond.eq(picked)
+                    m.d.sync += older_cond.eq(newest_of(older_one, later, [
+                        self._conditions(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw)))
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: what the lookup hit decides
             # The key's own newest write ahead is its state if it hits (else it has none): w0, or the
@@ -671,11 +694,10 @@ class TablePartitioner(wiring.Component):
             # write ahead (the newest first); only the state and its conditions are picked this way.
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
             forwarded = Cat(*mine).any()
-            older_next = Signal(forward - 1)  # one-hot: the newest of the key's older writes ahead (set below)
+            older_one = Signal()  # the write one ahead is the key's (set below; the later ones: mine3r)
             older_state = Signal(sw, name="older4_state")
-            older_state_next = Const(0, sw)
-            for j in range(1, forward):
-                older_state_next = older_state_next | Mux(older_next[j - 1], fields(writes[j - 1]["entry"])[0], 0)
+            older_state_next = newest_of(older_one, [mine3r[j] for j in range(2, forward)],
+                                         [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
             with m.If(self.en):
                 m.d.sync += older_state.eq(older_state_next)
             picks = [mine[0] & hit, forwarded & ~mine[0] & hit] + [h & ~forwarded for h in hits]
@@ -751,9 +773,9 @@ class TablePartitioner(wiring.Component):
             mine3 = [bucket3[j] & key3[j] & writes3[j] for j in range(forward)]
             # a way a write ahead touched is the key's own write (then picked instead) or not the key's
             # (direct-indexed, w0's too: its one way is the key's, a constant; hashed, not w0's: see picks)
-            touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(0 if self.direct else 1, forward))).any()
-                        for w in range(W)]
-            m.d.comb += [newest_next.eq(mine3[0]), older_next.eq(Cat(*first(mine3[1:])))]
+            touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(0 if self.direct else 1, 2)),
+                            *(touch3r[j][w] for j in range(2, forward))).any() for w in range(W)]
+            m.d.comb += [newest_next.eq(mine3[0]), older_one.eq(mine3[1])]
             if self.direct:
                 picks_next = [used3[0] & ~touched3[0]]
             else:
@@ -765,17 +787,17 @@ class TablePartitioner(wiring.Component):
             # and, for each way, the newest of the writes ahead but the one being formed that touched it
             # (those are registers now), with its flags: the lookup patches with the newest (then w0)
             for w in range(W):
-                sels = [bucket3[j] & ways3[j][w] for j in range(1, forward)]
-                newest = first(sels)
+                one = bucket3[1] & ways3[1][w]
+                later = [touch3r[j][w] for j in range(2, forward)]
                 with m.If(self.en):
                     m.d.sync += [
-                        older_any[w].eq(Cat(*sels).any()),
-                        older_used[w].eq(Cat(*(n & writes[j]["keep"] for n, j in zip(newest, range(forward - 1)))).any()),
-                        older_own[w].eq(Cat(*(n & key3[j + 1] for n, j in zip(newest, range(forward - 1)))).any()),
+                        older_any[w].eq(Cat(one, *later).any()),
+                        older_used[w].eq(newest_of(one, later, [writes[j - 1]["keep"] for j in range(1, forward)],
+                                                   Const(0))),
+                        older_own[w].eq(newest_of(one, later, [key3[j] for j in range(1, forward)], Const(0))),
                     ]
-        else:  # the key's newest older write ahead, as those writes will be once it is at stage 4
-            m.d.comb += older_next.eq(Cat(*first([bucket3[j] & key3[j] & writes[j - 1]["ways"].any()
-                                                  for j in range(1, forward)])))
+        else:  # whether the write one ahead is the key's, as it will be once the key is at stage 4
+            m.d.comb += older_one.eq(bucket3[1] & key3[1] & writes[0]["ways"].any())
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter). Without WITHIN
         # or `evict_after` nothing goes stale: `evicted` stays 0 (and the caller's counter with it,
