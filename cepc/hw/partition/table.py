@@ -35,7 +35,8 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
    cleared instead (a synchronous reset, off the data path), the in-use bit among them. The key's
    bank is the OR of every bank's registers (a tree of ORs with no select lines to fan out); it is
    registered, with whether each way is in use and holds the key; whether the six writes ahead wrote this
-   bucket, and whether they were this key, is decided from registers;
+   bucket, and whether they were this key, is decided from registers (for those two or more ahead, and
+   which ways they touched, at stage 2 already, so stage 3 picks the newest from flip-flops);
 4. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
    writes (block RAM did not have them when it was read) and the key's entry is found; its state,
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
