@@ -68,6 +68,10 @@ def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, ca
     assert re.search(r"Fmax \S+: [\d.]+ MHz, target [\d.]+ MHz: met", err)
     # nothing here congests router2, which --router auto tries first on ECP5 (router1 is the iCE40's)
     assert r["router"] == ("router2" if board.startswith("ulx3s") else "router1")
+    # Yosys maps for the part's timing, and without emulating reads during writes beside block RAM
+    script = (out / "cepc_board.ys").read_text()
+    assert ("synth_ice40 -dffe_min_ce_use 4 -device u " in script) == (board == "icebreaker")
+    assert "setparam -set RD_COLLISION_X_MASK 1'1 t:$mem_v2 a:cepc_no_collisions %i" in script
 
 
 def test_the_router_the_user_names_routes_the_design(tmp_path):

@@ -273,3 +273,13 @@ def test_a_router_the_user_names_is_the_only_one_tried(tmp_path):
                                        lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
     assert router == "router1" and (tmp_path / "calls.txt").read_text().split() == ["router1"]
     assert not (tmp_path / flow.ROUTER2_LOG).exists()  # this run tried no router2: no log of one is left
+
+
+def test_yosys_maps_an_ice40_design_for_its_own_parts_timing():
+    # synth_ice40 -device: Yosys' default is the HX, whose logic and routes are far faster than the
+    # UP5K's (network's table on the UP5K: a compare through seven LUTs)
+    parts = {name: cls().device for name, cls in flow.boards().items() if flow.family(cls) == "ice40"}
+    assert parts["icebreaker"] == "iCE40UP5K" and flow.ice40_timing(parts["icebreaker"]) == "u"
+    assert [flow.ice40_timing(p) for p in ("iCE40HX8K", "iCE40LP1K", "iCE40UP5K")] == ["hx", "lp", "u"]
+    with pytest.raises(ValueError, match="no Yosys timing model for the iCE40 part iCE40XX1K"):
+        flow.ice40_timing("iCE40XX1K")

@@ -111,6 +111,15 @@ def routers(family: str, choice: str = "auto") -> list[str | None]:
 # iCE40 (synth_ice40 -dffe_min_ce_use): flip-flops with an enable shared by fewer than this use LUT logic
 ICE40_MIN_CE_USE = 4
 
+def ice40_timing(device: str) -> str:
+    """synth_ice40's -device for an iCE40 part (Amaranth's name: iCE40UP5K, iCE40HX8K, iCE40LP1K, …):
+    the timing ABC maps for."""
+    for prefix, timing in (("iCE40UP", "u"), ("iCE40LP", "lp"), ("iCE40HX", "hx")):
+        if device.startswith(prefix):
+            return timing
+    raise ValueError(f"no Yosys timing model for the iCE40 part {device}")
+
+
 # Memories marked NO_COLLISIONS (cepc.hw.ecp5: their word being written is never read in that cycle):
 # a read during a write of its word may return anything, so Yosys maps them onto block RAM without
 # emulating the old word in logic. (The memories are collected first, to carry their attribute onto
@@ -396,7 +405,11 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     # iCE40: a logic block's eight cells share one clock enable, so a flip-flop whose enable few others
     # share needs a block of its own; at 90 % of the UP5K's cells nextpnr's placer then found no room
     # for one (network: the arbiter's `turn`). Such enables go into the LUT instead.
-    extra = {"synth_opts": f"-dffe_min_ce_use {ICE40_MIN_CE_USE}"} if fam == "ice40" else {}
+    # iCE40: ABC maps for the timing of the device named (-device hx, lp or u; Yosys' default is the HX,
+    # whose logic and routes are far faster than the UP5K's): for the UP5K it then keeps chains of
+    # LUTs off the long paths (network's table: a compare through seven LUTs on the HX's timing)
+    extra = {"synth_opts": f"-dffe_min_ce_use {ICE40_MIN_CE_USE} -device {ice40_timing(platform.device)}"} \
+        if fam == "ice40" else {}
     plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
                             script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*\n"
                                               + NO_COLLISIONS_SCRIPT.format(*NO_COLLISIONS),
