@@ -646,6 +646,7 @@ class TablePartitioner(wiring.Component):
         # The wide state is thus picked by flags from registers, not patched into every way.
         words = [fields(writes[j]["entry"])[0] for j in range(forward)] + [fields(word4[w])[0] for w in range(W)]
         state_out = Signal(sw)
+        older_one = Signal()  # the write one ahead is the key's (set below; those two or more ahead: mine3r)
         if stale_free:
             # Nothing goes stale, so only the key itself changes its entry: its own newest write ahead is
             # its state (even one that cleared it: a zero vector is a fresh partition), else block RAM's
@@ -672,7 +673,6 @@ class TablePartitioner(wiring.Component):
                 picks = [Signal(name=f"pick4_way{w}") for w in range(W)]
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
-            older_one = Signal()  # the write one ahead is the key's (set below; the later ones: mine3r)
             later = [mine3r[j] for j in range(2, forward)]
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
@@ -695,7 +695,6 @@ class TablePartitioner(wiring.Component):
             # write ahead (the newest first); only the state and its conditions are picked this way.
             mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
             forwarded = Cat(*mine).any()
-            older_one = Signal()  # the write one ahead is the key's (set below; the later ones: mine3r)
             older_state = Signal(sw, name="older4_state")
             older_state_next = newest_of(older_one, [mine3r[j] for j in range(2, forward)],
                                          [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
