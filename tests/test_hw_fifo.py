@@ -12,6 +12,14 @@ from amaranth.sim import Simulator
 from cepc.hw.fifo import BlockRamFifo, OutputFifo
 
 
+def clocked(dut, bench):
+    """Run ``bench`` (an async testbench) against ``dut`` on a clock of its own."""
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def run(dut, writes: float, reads: float, cycles: int, seed: int):
     """Random writes (never when the level leaves no room for the write register's word) and
     reads; returns (words read in order, words written in order, per-cycle trace)."""
@@ -34,10 +42,7 @@ def run(dut, writes: float, reads: float, cycles: int, seed: int):
                 read.append(data)
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    clocked(dut, bench)
     return read, written, trace
 
 
@@ -66,10 +71,7 @@ def test_r_rdy_next_is_the_flag_after_the_edge():
             await ctx.tick()
             pairs.append((predicted, ctx.get(dut.r_rdy)))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    clocked(dut, bench)
     assert all(p == r for p, r in pairs)
     assert {r for _, r in pairs} == {0, 1}
 
@@ -89,10 +91,7 @@ def test_a_word_is_read_two_cycles_after_its_write_like_the_buffered_fifo():
                 seen.append((ctx.get(dut.r_rdy), ctx.get(dut.w_level)))
                 await ctx.tick()
 
-        sim = Simulator(dut)
-        sim.add_clock(1e-8)
-        sim.add_testbench(bench)
-        sim.run()
+        clocked(dut, bench)
         assert [rdy for rdy, _ in seen] == [0, 1, 1], dut
         levels.append([level for _, level in seen])
     # the write register's word is not counted until stored (the top keeps a slot for it); the
@@ -119,10 +118,7 @@ def test_the_level_counts_stored_words_and_a_full_fifo_ignores_writes():
             await ctx.tick()
         levels.append(out)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    clocked(dut, bench)
     assert levels[:8] == [0, 1, 2, 3, 4, 4, 4, 4]
     assert levels[8] == [0, 1, 2, 3]
 
@@ -145,10 +141,7 @@ def test_the_block_ram_fifo_takes_the_cycles_of_amaranths_buffered_fifo(depth, w
                 out.append((ctx.get(dut.w_level), ctx.get(dut.w_rdy), rdy, ctx.get(dut.r_data) if rdy else None))
                 await ctx.tick()
 
-        sim = Simulator(dut)
-        sim.add_clock(1e-8)
-        sim.add_testbench(bench)
-        sim.run()
+        clocked(dut, bench)
         return out
 
     ours, theirs = trace(BlockRamFifo(10, depth)), trace(SyncFIFOBuffered(width=10, depth=depth))
@@ -176,8 +169,5 @@ def test_the_ice40_fifo_memory_never_reads_the_word_being_written():
             assert not (w_en and r_en and w_addr == r_addr)
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    clocked(dut, bench)
     assert seen["reads"] > 500 and seen["writes"] > 500
