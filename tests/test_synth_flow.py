@@ -149,15 +149,14 @@ def test_a_terminated_synth_stops_its_tools(tmp_path):
 
 @pytest.mark.parametrize("fifo", ["block_ram", "delay_line"])
 def test_memories_that_never_read_a_word_being_written_are_block_ram_alone(fifo, tmp_path):
-    # cepc.hw.ecp5.NO_COLLISIONS, as the flow tells Yosys (flow.NO_COLLISIONS_SCRIPT): without it Yosys
+    # cepc.hw.ecp5.NO_COLLISIONS, as the flow tells Yosys (flow.no_collisions_script): without it Yosys
     # emulates a read of the word being written beside an iCE40's block RAM, two flip-flops and a LUT
     # a bit (an 88-bit FIFO: 182 flip-flops and 94 LUTs)
     from amaranth.back import rtlil
 
     from cepc.hw.delay import DelayLine
-    from cepc.hw.ecp5 import NO_COLLISIONS
     from cepc.hw.fifo import BlockRamFifo
-    from cepc.synth.flow import NO_COLLISIONS_SCRIPT
+    from cepc.synth.flow import no_collisions_script
 
     if fifo == "block_ram":
         dut = BlockRamFifo(88, 16)
@@ -170,7 +169,7 @@ def test_memories_that_never_read_a_word_being_written_are_block_ram_alone(fifo,
     (tmp_path / "m.il").write_text(rtlil.convert(dut, ports=ports))
     flops = {}
     for told in (True, False):
-        script = NO_COLLISIONS_SCRIPT.format(*NO_COLLISIONS) if told else ""
+        script = no_collisions_script() if told else ""
         (tmp_path / "m.ys").write_text(f"read_rtlil m.il\n{script}\nsynth_ice40 -top top\ntee -q -o stat.json stat -json\n")
         subprocess.run([*yowasp_or_skip("yosys"), "-q", "m.ys"], cwd=tmp_path, check=True, capture_output=True)
         cells = json.loads((tmp_path / "stat.json").read_text())["design"]["num_cells_by_type"]

@@ -120,12 +120,15 @@ def ice40_timing(device: str) -> str:
     raise ValueError(f"no Yosys timing model for the iCE40 part {device}")
 
 
-# Memories marked NO_COLLISIONS (cepc.hw.ecp5: their word being written is never read in that cycle):
-# a read during a write of its word may return anything, so Yosys maps them onto block RAM without
-# emulating the old word in logic. (The memories are collected first, to carry their attribute onto
-# the cell, which needs the processes converted; each has one read and one write port, so the mask
-# is one bit.)
-NO_COLLISIONS_SCRIPT = "proc\nmemory_collect\nsetparam -set RD_COLLISION_X_MASK 1'1 t:$mem_v2 a:{} %i"
+def no_collisions_script() -> str:
+    """Yosys commands for the memories marked NO_COLLISIONS (cepc.hw.ecp5: their word being written is
+    never read in that cycle): a read during a write of its word may return anything, so Yosys maps
+    them onto block RAM without emulating the old word in logic. (The memories are collected first, to
+    carry their attribute onto the cell, which needs the processes converted; each has one read and
+    one write port, so the mask is one bit.)"""
+    from ..hw.ecp5 import NO_COLLISIONS
+
+    return "proc\nmemory_collect\nsetparam -set RD_COLLISION_X_MASK 1'1 t:$mem_v2 a:{} %i".format(*NO_COLLISIONS)
 
 
 def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
@@ -381,7 +384,6 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
            progress: Progress) -> SynthResult:
     """The board top with ``choice``'s partitioner, through Yosys, nextpnr and the packer."""
     from ..hw.board_top import BoardTop
-    from ..hw.ecp5 import NO_COLLISIONS
     from ..hw.replica import Replica
 
     platform = plat_cls()
@@ -412,7 +414,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         if fam == "ice40" else {}
     plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
                             script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*\n"
-                                              + NO_COLLISIONS_SCRIPT.format(*NO_COLLISIONS),
+                                              + no_collisions_script(),
                             script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
     plan.extract(str(out))
     seconds["elaborate"] = time.perf_counter() - t0
