@@ -553,22 +553,25 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
 
-        def newest_of(one, later, values, zero):
+        def newest_of(one, later, values, zero, computed=False):
             """The value of the newest write ahead that is flagged: ``one`` the flag of the write one
             ahead (values[0]), ``later`` those of the writes two or more ahead (registers, newest first;
             values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops.
 
-            Picked by masks (AND, then OR), not multiplexers: through a multiplexer's data inputs
-            Yosys' ``share`` pass sees each value's multipliers used one at a time, and merges them
-            into one behind the pick (finance5's conditions: the pick through six LUTs, then
-            ``MIN(price) * 1005``, a 29.6 ns path). Through a mask each value is always used, and
-            each keeps its own."""
-            def masked(flag, value):
-                return value & flag.replicate(len(value))
+            ``computed`` values (each write's conditions) are picked by masks (AND, then OR), not
+            multiplexers: through a multiplexer's data inputs Yosys' ``share`` pass sees each value's
+            multipliers used one at a time, and merges them into one behind the pick (finance5's
+            conditions: the pick through six LUTs, then ``MIN(price) * 1005``, a 29.6 ns path).
+            Through a mask each value is always used, and keeps its own. (Registers are picked by
+            multiplexers: masks took marathon's table 315 more LUT4s on the ECP5-85F.)"""
+            def pick(flag, value, other):
+                if computed:
+                    return value & flag.replicate(len(value)) | other & (~flag).replicate(len(value))
+                return Mux(flag, value, other)
             rest = zero
             for f, v in zip(first(later), values[1:]):
-                rest = rest | masked(f, v)
-            return masked(one, values[0]) | masked(~one, rest)
+                rest = rest | pick(f, v, 0)
+            return pick(one, values[0], rest)
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
@@ -692,7 +695,8 @@ class TablePartitioner(wiring.Component):
                     # as the state, since the ways' are ORed in
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
                     m.d.sync += older_cond.eq(newest_of(older_one, later, [
-                        self._conditions(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw)))
+                        self._conditions(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw),
+                        computed=True))
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: what the lookup hit decides
             # The key's own newest write ahead is its state if it hits (else it has none): w0, or the
