@@ -176,30 +176,3 @@ def test_memories_that_never_read_a_word_being_written_are_block_ram_alone(fifo,
         assert cells.get("SB_RAM40_4K", 0) >= 6
         flops[told] = sum(n for t, n in cells.items() if t.startswith("SB_DFF"))
     assert flops[True] <= own and flops[False] - flops[True] >= 2 * 88, flops
-
-
-def test_the_tables_conditions_keep_a_multiplier_for_each_write(tmp_path):
-    # The table picks the key's newest older write's conditions after computing each write's
-    # (TablePartitioner's newest_of). Through a multiplexer Yosys' share pass merged their multipliers
-    # into one behind the pick (finance5: the pick, then MIN(price) * 1005, a 29.6 ns path); masks keep
-    # one per write. Counted before and after the share pass that synth_ecp5 and synth_ice40 run.
-    from amaranth.back import rtlil
-    from amaranth.hdl import Cat, Signal
-
-    from cepc.hw.partition.table import FORWARD, TablePartitioner
-
-    price = Signal(26, name="price")
-    dut = TablePartitioner(16, 4, 20, vector_width=4, early_key=2, en_ahead=True, cond_width=1,
-                           conditions=lambda state: Cat(price * 1000 >= state[4:20] * 1005))
-    ports = [price, dut.en, dut.en_next, dut.inject, dut.key, dut.next_key, dut.next_state, dut.next_cond,
-             dut.out_state, dut.out_cond, dut.out_valid]
-    (tmp_path / "m.il").write_text(rtlil.convert(dut, ports=ports))
-    counts = []
-    for step in ("", "share"):
-        (tmp_path / "m.ys").write_text(f"read_rtlil m.il\nhierarchy -top top\nproc\nflatten\nopt\n{step}\nopt_clean\n"
-                                       "tee -q -o stat.json stat -json\n")
-        subprocess.run([*yowasp_or_skip("yosys"), "-q", "m.ys"], cwd=tmp_path, check=True, capture_output=True)
-        cells = json.loads((tmp_path / "stat.json").read_text())["design"]["num_cells_by_type"]
-        counts.append(cells.get("$mul", 0))
-    # the older writes' (FORWARD - 1), the way's (direct-indexed: one) and the tuple's price * 1000
-    assert counts == [FORWARD + 1] * 2, counts

@@ -553,25 +553,14 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
 
-        def newest_of(one, later, values, zero, computed=False):
+        def newest_of(one, later, values, zero):
             """The value of the newest write ahead that is flagged: ``one`` the flag of the write one
             ahead (values[0]), ``later`` those of the writes two or more ahead (registers, newest first;
-            values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops.
-
-            ``computed`` values (each write's conditions) are picked by masks (AND, then OR), not
-            multiplexers: through a multiplexer's data inputs Yosys' ``share`` pass sees each value's
-            multipliers used one at a time, and merges them into one behind the pick (finance5's
-            conditions: the pick through six LUTs, then ``MIN(price) * 1005``, a 29.6 ns path).
-            Through a mask each value is always used, and keeps its own. (Registers are picked by
-            multiplexers: masks took marathon's table 315 more LUT4s on the ECP5-85F.)"""
-            def pick(flag, value, other):
-                if computed:
-                    return value & flag.replicate(len(value)) | other & (~flag).replicate(len(value))
-                return Mux(flag, value, other)
+            values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops."""
             rest = zero
             for f, v in zip(first(later), values[1:]):
-                rest = rest | pick(f, v, 0)
-            return pick(one, values[0], rest)
+                rest = rest | Mux(f, v, 0)
+            return Mux(one, values[0], rest)
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
@@ -692,11 +681,14 @@ class TablePartitioner(wiring.Component):
                 if cw:
                     # and its conditions, each write's computed beside its own register and picked
                     # alike (picked first, the comparators would follow the picking): zero if none,
-                    # as the state, since the ways' are ORed in
+                    # as the state, since the ways' are ORed in. (Yosys' `share` pass merges their
+                    # multipliers, if any, into one behind the pick: finance5's MIN(price) * 1005,
+                    # 28 MULT18X18Ds rather than 48. Picked by masks, each kept its own, but nextpnr's
+                    # estimate after placement moved by 3 % (28.5 → 29.4 MHz: the update loop's own
+                    # conditions are as deep) and router1 stalled: as it is, measured.)
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
                     m.d.sync += older_cond.eq(newest_of(older_one, later, [
-                        self._conditions(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw),
-                        computed=True))
+                        self._conditions(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw)))
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: what the lookup hit decides
             # The key's own newest write ahead is its state if it hits (else it has none): w0, or the
