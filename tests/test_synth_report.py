@@ -188,7 +188,7 @@ import sys, time
 args = sys.argv[1:]
 router = args[args.index("--router") + 1] if "--router" in args else None
 with open("calls.txt", "a") as fh:
-    fh.write(f"{router}\\n")
+    fh.write(f"{router}{'+tmg-ripup' if '--tmg-ripup' in args else ''}\\n")
 if "--fail" in args:
     sys.exit(1)
 with open(args[args.index("--log") + 1], "w") as out:
@@ -217,7 +217,8 @@ def test_a_design_router2_cannot_route_is_routed_by_router1(tmp_path):
                                        lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"),
                                        seen.append)
     assert router == "router1"
-    assert (tmp_path / "calls.txt").read_text().split() == ["router2", "router1"]
+    # router2 timing-driven, with ripup (flow.router_options)
+    assert (tmp_path / "calls.txt").read_text().split() == ["router2+tmg-ripup", "router1"]
     assert "iter=" not in (tmp_path / "nextpnr.log").read_text()  # router1's log
     assert "overused=10496" in (tmp_path / flow.ROUTER2_LOG).read_text()  # router2's, kept
     assert "nextpnr: router2 is congested (10,496 wires overused, the fewest 2,871); placing and routing " \
@@ -239,7 +240,7 @@ def test_nextpnr_failing_otherwise_is_not_tried_again(tmp_path):
     with pytest.raises(ToolError, match="nextpnr failed"):
         flow.place_and_route(fake_nextpnr(tmp_path, "--fail"), tmp_path, ["router2", "router1"],
                              lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
-    assert (tmp_path / "calls.txt").read_text().split() == ["router2"]
+    assert (tmp_path / "calls.txt").read_text().split() == ["router2+tmg-ripup"]
 
 
 def test_a_plateau_above_the_floor_is_congestion():
@@ -259,6 +260,9 @@ def test_the_routers_tried_are_the_family_s_or_the_one_the_user_names():
     assert flow.routers("ecp5", "router1") == flow.routers("ice40", "router1") == ["router1"]
     with pytest.raises(UsageError, match="unknown router 'router3'"):
         flow.routers("ecp5", "router3")
+    # router2 rips up arcs that fail timing too (network on the ECP5-85F: 135.1 → 151.1 MHz best)
+    assert flow.router_options("router2") == ["--router", "router2", "--tmg-ripup"]
+    assert flow.router_options("router1") == ["--router", "router1"] and flow.router_options(None) == []
 
 
 def test_a_router_the_user_names_is_the_only_one_tried(tmp_path):
@@ -266,7 +270,7 @@ def test_a_router_the_user_names_is_the_only_one_tried(tmp_path):
     with pytest.raises(FitError, match="it is congested"):
         flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, flow.routers("ecp5", "router2"),
                              lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
-    assert (tmp_path / "calls.txt").read_text().split() == ["router2"]
+    assert (tmp_path / "calls.txt").read_text().split() == ["router2+tmg-ripup"]
     (tmp_path / "calls.txt").unlink()
     (tmp_path / flow.ROUTER2_LOG).write_text("router2 congested, in an earlier --router auto run\n")
     log, router = flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, flow.routers("ecp5", "router1"),
