@@ -111,8 +111,8 @@ def routers(family: str, choice: str = "auto") -> list[str | None]:
 def router_options(router: str | None) -> list[str]:
     """nextpnr's options for ``router`` (None: its default, no option). router2 routes timing-driven
     with ripup (``--tmg-ripup``): it rips up and reroutes the arcs that fail timing, not only those
-    that overlap. network on the ECP5-85F, the same netlist and seeds 1–4: 115.0 / 134.5 / 135.1 /
-    117.7 MHz without, 146.3 / 151.1 / 149.5 / 148.1 with (bench/results/synth.md)."""
+    that overlap. network on the ECP5-85F, the same netlist (7de6682), seeds 1–3: 115.0 / 134.5 /
+    135.1 MHz without, 146.3 / 151.1 / 149.5 with (seeds 4 and 5: 148.1, 144.5; bench/results/synth.md)."""
     if router is None:
         return []
     return ["--router", router] + (["--tmg-ripup"] if router == "router2" else [])
