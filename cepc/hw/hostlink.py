@@ -374,8 +374,8 @@ class HostLink(wiring.Component):
         staged = Signal(8, reset_less=True)  # the payload byte to send next
         # the status word of the next unit, loaded into `pay` when `units` moves on to it: the link's
         # clock is slow (its Fmax well above its target on every board: 37-45 of 12 MHz on the UP5K,
-        # 110-140 of 60 on the ECP5-85F), so the multiplexer is one step, into `pay` (its words are mostly constants; the six design counters' are the one
-        # fetched). The design's counters (words 4-9) come through `counters`, fetched from the
+        # 110-140 of 60 on the ECP5-85F), so the multiplexer is one step, into `pay` (its words are
+        # mostly constants; the six design counters' are the one fetched). The design's counters (words 4-9) come through `counters`, fetched from the
         # design's side when `units` moves on; `status_ready` says the word has come. A word is sent
         # many cycles after `units` moves on (a byte takes link_hz / baud × 10 cycles), so this is
         # never waited for in practice; "next" checks it.

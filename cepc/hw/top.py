@@ -250,7 +250,8 @@ class Top(wiring.Component):
         # seq: the tuples that left the delay line before this one, the same count as those accepted
         # before it (every tuple passes the line, in order), counted where the records are made, not
         # carried beside each tuple: 48 flip-flops fewer per stage of the line (network's table on the
-        # UP5K: 192, and 5,144 logic cells became 4,886). (The counter's enables take a copy of `en` of their own.)
+        # UP5K: 192, and 5,144 logic cells became 4,886). (The counter's enables take a copy of `en` of
+        # their own.)
         t_seq = Signal(SEQ_WIDTH)
         leaving = Signal()
         en_seq = en_copy("seq")
