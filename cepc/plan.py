@@ -161,17 +161,30 @@ DEFAULT_MAX_LENGTH = (1 << 16) - 1
 class RegisterPlan:
     """One register each NFA state keeps for its partial match.
 
-    ``func`` is COUNT (the match length so far, no field), FIRST, LAST, MIN, MAX or SUM of ``field``.
+    ``func`` is COUNT (the match length so far, no field), FIRST, LAST, MIN, MAX or SUM of ``field``;
+    with a ``scale`` other than 1, of ``field * scale``: a DEFINE's ``MIN(price) * 1005`` is kept as
+    ``MIN(price * 1005)``, the product taken from each tuple as it arrives, not from the register in
+    the partial-match update (a FIRST by any constant; a MIN or MAX by a positive one, which keeps
+    the order).
     """
 
     func: str
     field: str | None
     width: int
     signed: bool
+    scale: int = 1
 
     @property
     def name(self) -> str:
-        return "count" if self.field is None else f"{self.func.lower()}_{self.field}"
+        if self.field is None:
+            return "count"
+        return f"{self.func.lower()}_{self.field}" + (f"_x{self.scale}" if self.scale != 1 else "")
+
+    @property
+    def source(self) -> PExpr:
+        """What the register aggregates, per tuple (not for COUNT)."""
+        f = PField(self.field)
+        return f if self.scale == 1 else PArith("*", f, PConst(self.scale))
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
 from cepc.nfa.lower import lower, max_match_length
+from cepc.plan import PAgg, PArith, PConst
 
 import hwsim
 import patterns as pt
@@ -39,6 +40,8 @@ AGGREGATE = {
     "M": "v >= MAX(v) - 60 OR COUNT(*) > 3",
     "L": "MIN(w) < w AND LAST(c) != c",
     "N": "FIRST(n) = n OR LAST(n) = 'xy'",
+    # aggregates times constants: registers of their own, MAX(v * 3), FIRST(w * 2), MIN(v * 5)
+    "X": "v * 4 >= MAX(v) * 3 AND 2 * FIRST(w) <= w * 2 + MIN(v) * 5",
 }
 MEASURES = ("COUNT(*) AS cnt, FIRST(t) AS t0, MAX(v) AS mx, SUM(w) AS sw, LAST(c) AS lc, "
             "MIN(w) - FIRST(v) AS d, v > FIRST(v) AS up, FIRST(n) AS fn")
@@ -240,6 +243,27 @@ def test_register_widths_follow_the_pattern_bound():
     assert q.bounded and q.max_length == 4
     assert widths == {"count": 3, "sum_v": 10, "first_v": 8}
     assert [m.width for m in q.measures] == [3, 10]
+
+
+def test_an_aggregate_times_a_constant_in_define_is_a_register_of_its_own():
+    # MAX(v) * 3 is kept as MAX(v * 3), 2 * FIRST(w) as FIRST(w * 2) (signed): the update compares
+    # and picks where it multiplied. Not LAST (its candidate is the tuple's own field), not a MIN by a
+    # negative constant (it would turn into a MAX), and not in MEASURES (past the update: no register)
+    text = SCHEMA + ("PARTITION BY k MEASURES MAX(v) * 3 AS m3 PATTERN (A B+) DEFINE A AS TRUE, "
+                     "B AS v * 4 >= MAX(v) * 3 AND LAST(v) * 2 > v AND 2 * FIRST(w) < 7 AND MIN(v) * -2 < w;")
+    q = lower(check(parse(text))).queries[0]
+    regs = {r.name: r for r in q.registers}
+    assert set(regs) == {"count", "max_v_x3", "last_v", "first_w_x2", "min_v", "max_v"}
+    assert (regs["max_v_x3"].width, regs["max_v_x3"].signed, regs["max_v_x3"].scale) == (10, False, 3)
+    assert (regs["first_w_x2"].width, regs["first_w_x2"].signed) == (9, True)
+    names = [r.name for r in q.registers]
+    b = next(p for p in q.predicates if p.name == "B").expr
+    assert b.operands[0].right == PAgg(names.index("max_v_x3"))
+    assert b.operands[2].left == PAgg(names.index("first_w_x2"))
+    assert q.measures[0].expr == PArith("*", PAgg(names.index("max_v")), PConst(3))
+    # finance5: MIN(price) * 1005 in DEFINE, MIN(price) AS low in MEASURES
+    f5 = lower(check(parse_file(ROOT / "examples" / "finance" / "finance5" / "finance5.sql"))).queries[0]
+    assert {(r.name, r.width) for r in f5.registers} >= {("min_price_x1005", 42), ("min_price", 32)}
 
 
 @pytest.mark.parametrize("partitioner", ["pipeline", "table"])

@@ -252,7 +252,7 @@ def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases:
         base = registers_of(s, "_base")
         if reg.func == "COUNT":
             return [{"value": fit(PConst(1) if fresh else PArith("+", PAgg(r), PConst(1)), r, base)}]
-        f = PField(reg.field)
+        f = reg.source
         if reg.func == "LAST" or fresh:
             return [{"value": fit(f, r, base)}]
         if reg.func == "FIRST":

@@ -106,6 +106,8 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field) -> Value:
     if reg.func == "COUNT":
         return Const(1) if base is None else base + 1
     f = field(reg.field)
+    if reg.scale != 1:  # the product is of the tuple alone: off the path through the partial match
+        f = f * reg.scale
     if reg.func == "LAST" or base is None:
         return f
     if reg.func == "FIRST":

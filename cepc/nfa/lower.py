@@ -87,13 +87,33 @@ class _Lowering:
     def __init__(self, checked: Checked, tup: TuplePlan):
         self.checked = checked
         self.tuple = tup
-        self.registers: list[tuple[str, str | None]] = []  # the current query's (func, field)
+        self.registers: list[tuple[str, str | None, int]] = []  # the current query's (func, field, scale)
+        self.scaling = False  # lowering a DEFINE: an aggregate times a constant is a register of its own
 
-    def register(self, func: str, field: str | None) -> int:
-        key = ("COUNT", None) if func == "COUNT" else (func, field)
+    def register(self, func: str, field: str | None, scale: int = 1) -> int:
+        key = ("COUNT", None, 1) if func == "COUNT" else (func, field, scale)
         if key not in self.registers:
             self.registers.append(key)
         return self.registers.index(key)
+
+    def scaled(self, e: ast.Arith) -> PExpr | None:
+        """``AGG(field) * k`` (or ``k * AGG(field)``) in a DEFINE, as the register ``AGG(field * k)``:
+        the partial-match update then keeps a comparison and a multiplexer where it had a multiplier
+        (SPEC §3.4's values are the same: FIRST passes any constant, MIN and MAX a positive one,
+        which keeps their order). None when ``e`` is not of that form. Not LAST: a partial match's
+        LAST is the field of the tuple it took, never a register's value, so its product is already
+        off the update's path, and a register of its own would only widen the state."""
+        for agg, k in ((e.left, e.right), (e.right, e.left)):
+            if not (isinstance(agg, ast.Agg) and isinstance(k, ast.IntLit) and agg.arg is not None):
+                continue
+            if agg.func not in ("FIRST", "MIN", "MAX") or k.value in (0, 1):
+                continue
+            if self.tuple.field(agg.arg.name).kind not in ("int", "uint", "timestamp"):
+                continue
+            if agg.func in ("MIN", "MAX") and k.value < 0:
+                continue
+            return PAgg(self.register(agg.func, agg.arg.name, k.value))
+        return None
 
     def unsupported(self, what: str, span) -> QueryError:
         return QueryError(Diagnostic("error", f"{what} is not supported in hardware yet", span, self.checked.source))
@@ -118,6 +138,8 @@ class _Lowering:
         if isinstance(e, ast.Neg):
             return PNeg(self.expr(e.operand))
         if isinstance(e, ast.Arith):
+            if e.op == "*" and self.scaling and (scaled := self.scaled(e)) is not None:
+                return scaled
             return PArith(e.op, self.expr(e.left), self.expr(e.right))
         if isinstance(e, ast.Compare):
             return self.compare(e.op, e.left, e.right)
@@ -149,7 +171,7 @@ def nfa_plan(nfa: wiring.Nfa) -> NfaPlan:
 
 def _registers(low: _Lowering, max_length: int) -> tuple[RegisterPlan, ...]:
     out = []
-    for func, name in low.registers:
+    for func, name, scale in low.registers:
         if func == "COUNT":
             out.append(RegisterPlan("COUNT", None, max(1, max_length.bit_length()), False))
             continue
@@ -157,6 +179,10 @@ def _registers(low: _Lowering, max_length: int) -> tuple[RegisterPlan, ...]:
         if func == "SUM":
             lo, hi = field_range(f)
             out.append(RegisterPlan(func, name, *range_width(min(0, lo * max_length), max(0, hi * max_length))))
+        elif scale != 1:
+            lo, hi = field_range(f)
+            out.append(RegisterPlan(func, name, *range_width(min(lo * scale, hi * scale), max(lo * scale, hi * scale)),
+                                    scale=scale))
         else:
             out.append(RegisterPlan(func, name, f.width, f.signed))
     return tuple(out)
@@ -176,7 +202,8 @@ def _measure(name: str, e: PExpr, registers: tuple[RegisterPlan, ...], tup: Tupl
                 return 0, (1 << r.width) - 1
             if r.func == "SUM":
                 return (-(1 << (r.width - 1)), (1 << (r.width - 1)) - 1) if r.signed else (0, (1 << r.width) - 1)
-            return field_range(tup.field(r.field))
+            lo, hi = field_range(tup.field(r.field))
+            return min(lo * r.scale, hi * r.scale), max(lo * r.scale, hi * r.scale)
         if isinstance(e, PNeg):
             lo, hi = bounds(e.operand)
             return -hi, -lo
@@ -191,7 +218,8 @@ def _measure(name: str, e: PExpr, registers: tuple[RegisterPlan, ...], tup: Tupl
         return 0, 1  # a condition
 
     source = e.name if isinstance(e, PField) else None
-    if isinstance(e, PAgg) and registers[e.register].func in ("FIRST", "LAST", "MIN", "MAX"):
+    if isinstance(e, PAgg) and registers[e.register].func in ("FIRST", "LAST", "MIN", "MAX") \
+            and registers[e.register].scale == 1:
         source = registers[e.register].field
     f = tup.field(source) if source is not None else None
     if f is not None and f.kind in ("enum", "char"):
@@ -214,7 +242,9 @@ def lower(checked: Checked, max_length: int | None = None) -> DesignPlan:
         low.registers = []
         nfa = wiring.build(q)
         defines = {d.name: d for d in q.defines}
+        low.scaling = True
         preds = tuple(PredicatePlan(name, low.expr(defines[name].expr)) for name in nfa.preds)
+        low.scaling = False
         measures = [(m.alias, low.expr(m.expr)) for m in q.measures]
         agg_preds = any(p.aggregate for p in preds)
         # SPEC §3.5 reads the DEFINE clause, variables the pattern leaves unused included (as the
