@@ -397,3 +397,23 @@ def test_keys_in_turn_at_a_tuple_a_cycle(keys, within):
     result = hwsim.run_and_compare(checked, stream(rows), bus_width=256, partitions=max(8, 2 * keys), seed=keys,
                                    partitioner="table")
     assert len(result.records) >= 20
+
+
+@pytest.mark.parametrize("after", ["SKIP PAST LAST ROW", "CONTINUE"])
+def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after):
+    # The table's top computes a tuple's products (v * 4, v * 5, w * 2, and the scaled registers'
+    # v * 3 ... : TupleTerms) a stage early and carries them beside the tuple; a key's tuples back to
+    # back (a 256-bit bus: a tuple a cycle) read them for their own update and for the tuple behind
+    from oracle import expected_rows
+
+    text = SCHEMA + (f"PARTITION BY k AFTER MATCH {after} MEASURES COUNT(*) AS n, MAX(v) AS top "
+                     "PATTERN (A B+ C) DEFINE A AS v > 50, "
+                     "B AS v * 4 >= MAX(v) * 3 AND 2 * FIRST(w) <= w * 2 + 300, C AS v * 5 < MIN(v) * 4;")
+    checked = check(parse(text))
+    q = lower(checked).queries[0]
+    assert {r.name for r in q.registers} >= {"max_v_x3", "first_w_x2", "min_v_x4"}
+    rng = random.Random(11)
+    frame = stream([(rng.randrange(3), rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1)
+                    for _ in range(400)])
+    assert len(expected_rows(checked, frame)) >= 30
+    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=2)

@@ -23,9 +23,11 @@ class ExprBuilder:
     sub-expressions (two predicates comparing the same field with the same constant use one
     comparator). ``uses`` counts how often each sub-expression was asked for."""
 
-    def __init__(self, field: Callable[[str], Value], register: Callable[[int], Value] | None = None):
+    def __init__(self, field: Callable[[str], Value], register: Callable[[int], Value] | None = None,
+                 known: dict[PExpr, Value] | None = None):
         self._field, self._register = field, register
-        self._cache: dict[PExpr, Value] = {}
+        # ``known``: sub-expressions whose values are given (a tuple's products, computed a stage ahead)
+        self._cache: dict[PExpr, Value] = dict(known or {})
         self.uses: dict[PExpr, int] = {}
 
     def value(self, e: PExpr) -> Value:

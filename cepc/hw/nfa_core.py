@@ -6,7 +6,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..plan import NfaPlan, PredicatePlan, QueryPlan
+from ..plan import NfaPlan, PArith, PBool, PCmp, PExpr, PNeg, PredicatePlan, QueryPlan, has_aggregates
 from .expr import ExprBuilder
 from .layouts import field as field_of
 from .layouts import ident
@@ -100,14 +100,77 @@ def _registers(q: QueryPlan, payload: Value) -> list[list[Value]]:
     return out
 
 
-def _updated(q: QueryPlan, r: int, base: Value | None, field) -> Value:
-    """Register r after a tuple (its fields: ``field``), from a partial match's value (None: a new one)."""
+class TupleTerms:
+    """The products a query's partial-match update takes of a tuple alone: in its DEFINE's aggregate
+    predicates, each largest sub-expression that multiplies and reads no aggregate (finance5's
+    ``price * 1000``), and what each scaled register aggregates (``price * 1005``: see
+    :class:`~cepc.plan.RegisterPlan`). With the table partitioner the top computes them a stage
+    before the tuple reaches the core and carries them beside it (``carried_terms``: ``terms``, and
+    ``next_terms`` for the tuple behind), so no multiplier is in the cycle that updates a key's
+    state; otherwise the core computes them from ``tuple``. The values are the same either way (the VHDL computes them in
+    place)."""
+
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout):
+        found: list[PExpr] = []
+
+        def walk(e: PExpr) -> None:
+            if isinstance(e, (PArith, PNeg)) and not has_aggregates(e):
+                if _multiplies(e) and e not in found:
+                    found.append(e)
+                return
+            for child in _children(e):
+                walk(child)
+
+        for p in query.predicates:
+            if p.aggregate:
+                walk(p.expr)
+        for reg in query.registers:
+            if reg.scale != 1 and reg.source not in found:
+                found.append(reg.source)
+        self.exprs = tuple(found)
+        probe = Signal(tuple_layout)
+        build = ExprBuilder(lambda name: field_of(probe, name))
+        self.shapes = tuple(build.value(e).shape() for e in self.exprs)
+        self.width = sum(shape.width for shape in self.shapes)
+
+    def of(self, tuple_: Value) -> Value:
+        """The terms of a tuple, packed."""
+        build = ExprBuilder(lambda name: field_of(tuple_, name))
+        return Cat(*(build.value(e).as_unsigned() for e in self.exprs))
+
+    def unpack(self, bits: Value) -> dict[PExpr, Value]:
+        """The packed terms as the values of their expressions (for :class:`ExprBuilder`'s ``known``)."""
+        out, lo = {}, 0
+        for e, shape in zip(self.exprs, self.shapes):
+            v = bits[lo:lo + shape.width]
+            out[e] = v.as_signed() if shape.signed else v
+            lo += shape.width
+        return out
+
+
+def _children(e: PExpr) -> tuple[PExpr, ...]:
+    if isinstance(e, (PArith, PCmp)):
+        return e.left, e.right
+    if isinstance(e, PNeg):
+        return (e.operand,)
+    if isinstance(e, PBool):
+        return e.operands
+    return ()
+
+
+def _multiplies(e: PExpr) -> bool:
+    return (isinstance(e, PArith) and e.op == "*") or any(_multiplies(c) for c in _children(e))
+
+
+def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr, Value] | None = None) -> Value:
+    """Register r after a tuple (its fields: ``field``; ``known``: its terms, if given), from a partial
+    match's value (None: a new one)."""
     reg = q.registers[r]
     if reg.func == "COUNT":
         return Const(1) if base is None else base + 1
     f = field(reg.field)
     if reg.scale != 1:  # the product is of the tuple alone: off the path through the partial match
-        f = f * reg.scale
+        f = known[reg.source] if known and reg.source in known else f * reg.scale
     if reg.func == "LAST" or base is None:
         return f
     if reg.func == "FIRST":
@@ -191,8 +254,9 @@ class Conditions:
                 n += 1
         self.width = n
 
-    def of(self, state: Value, tuple_: Value) -> Value:
-        """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_``."""
+    def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None) -> Value:
+        """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_`` (and
+        its :class:`TupleTerms`, if given: ``known``)."""
         q = self._q
         old = _registers(q, state)
 
@@ -203,7 +267,7 @@ class Conditions:
         builders = {}
         for (s, p), i in self.holds.items():
             if p not in builders:
-                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r])
+                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known)
             bits[i] = builders[p].truth(q.predicates[q.nfa.pred[s]].expr)
         for p, i in self.extend.items():
             bits[i] = field(q.time_field) - old[p][q.start_time_register] <= q.within
@@ -245,22 +309,31 @@ class PartialMatchCore(wiring.Component):
     rather than a comparator, the choice, and a multiplexer.
     """
 
-    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, lookahead: bool = False):
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, lookahead: bool = False,
+                 carried_terms: bool = False):
         if not query.tracks_matches:
             raise ValueError(f"query {query.name} keeps no partial-match registers; use NfaCore")
         self._q = query
         self._layout = tuple_layout
         self.conditions = Conditions(query)
         self.lookahead = lookahead and self.conditions.width > 0
+        self.tuple_terms = TupleTerms(query, tuple_layout)
         ports = {
             "state": In(query.payload_width), "preds": In(max(1, len(query.predicates))),
             "tuple": In(tuple_layout),
             "next": Out(query.payload_width), "match": Out(1),
             "overflow": Out(1), "ends": Out(query.register_width),
         }
+        # given ``carried_terms``, the tuple's terms (TupleTerms) come packed on ``terms`` (and
+        # ``next_terms``), computed before; else the core computes them from the tuple
+        self.carried_terms = carried_terms and self.tuple_terms.width > 0
+        if self.carried_terms:
+            ports["terms"] = In(self.tuple_terms.width)
         if self.lookahead:
             width = self.conditions.width
             ports.update({"cond": In(width), "next_tuple": In(tuple_layout), "next_cond": Out(width)})
+            if self.carried_terms:
+                ports["next_terms"] = In(self.tuple_terms.width)
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -276,11 +349,12 @@ class PartialMatchCore(wiring.Component):
 
         active = [self.state[s] for s in range(n)]
         old = _registers(q, self.state)
+        known = self.tuple_terms.unpack(self.terms) if self.carried_terms else None
         if self.lookahead:
             cond = self.cond
         else:  # a signal, so that each use of a bit is a slice of it (see `wire` below)
             cond = Signal(max(conds.width, 1), name="cond")
-            m.d.comb += cond.eq(conds.of(self.state, self.tuple))
+            m.d.comb += cond.eq(conds.of(self.state, self.tuple, known))
 
         def holds(s: int, p: int | None) -> Value:
             """q = s's predicate, against p's partial match (None: no partial match yet)."""
@@ -313,7 +387,7 @@ class PartialMatchCore(wiring.Component):
 
         def candidate(c: int | None, r: int) -> Value:
             if (c, r) not in candidates:
-                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], field)
+                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], field, known)
             return candidates[(c, r)]
 
         vector, new, overflow = [], [], []
@@ -403,10 +477,11 @@ class PartialMatchCore(wiring.Component):
             return _any([v & condition(c) for c, v in chosen_by[p]])
 
         builders = {}
+        known = self.tuple_terms.unpack(self.next_terms) if self.carried_terms else None
 
         def against(c: int | None) -> ExprBuilder:
             if c not in builders:
-                builders[c] = ExprBuilder(later, lambda r, c=c: candidate(c, r))
+                builders[c] = ExprBuilder(later, lambda r, c=c: candidate(c, r), known)
             return builders[c]
 
         bits: list[Value] = [Const(0)] * conds.width

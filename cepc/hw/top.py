@@ -39,7 +39,7 @@ from .delay import DelayLine
 from .fifo import BlockRamFifo, OutputFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
-from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore
+from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleTerms
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
 from .replica import Replica, small_die
@@ -78,14 +78,15 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
 
 def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int | None = None,
                       evict_after: int | None = None, core: PartialMatchCore | None = None,
-                      tuple3: Value | None = None) -> TablePartitioner:
+                      tuple3: Value | None = None, terms3: dict | None = None) -> TablePartitioner:
     """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it).
     With a partial-match ``core`` that looks ahead, the table computes its conditions
-    (:class:`~cepc.hw.nfa_core.Conditions`) for ``tuple3``, the tuple at stage 3."""
+    (:class:`~cepc.hw.nfa_core.Conditions`) for ``tuple3``, the tuple at stage 3 (``terms3``: its
+    :class:`~cepc.hw.nfa_core.TupleTerms`, if carried beside it)."""
     expiry = within_expiry(q, tup)[0] if q.within is not None else None
     lookahead = {}
     if core is not None and core.lookahead:
-        lookahead = {"conditions": lambda state: core.conditions.of(state, tuple3),
+        lookahead = {"conditions": lambda state: core.conditions.of(state, tuple3, terms3),
                      "cond_width": core.conditions.width}
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
@@ -243,6 +244,21 @@ class Top(wiring.Component):
         t_tuple = Signal(self.tuple_layout)
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
         t_preds = payload.o_data[self.tuple_width:self.tuple_width + len(b_preds)]
+        # the products a looking-ahead partial-match core takes of a tuple alone (TupleTerms: finance5's
+        # price * 1000 and price * 1005), computed from the tuple at stage 2 into a register and carried
+        # beside it as the predicate vector is: no multiplier in the cycle that updates a key's state
+        term_lines = {}
+        for q, qname in zip(design.queries, hw_names(design)):
+            terms = TupleTerms(q, self.tuple_layout) if looks_ahead and q.tracks_matches and q.key_fields else None
+            if terms is None or not terms.width:
+                continue
+            b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
+            with m.If(en_front):
+                m.d.sync += b_terms.eq(terms.of(a_tuple))
+            line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, depth, en_ahead=True, ahead=True)
+            m.d.comb += [line.en.eq(en_copy(f"{qname}_terms")), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
+                         line.i_data.eq(b_terms)]
+            term_lines[q.index] = (terms, line)
         tuple3 = None
         if looks_ahead:
             tuple3 = Signal(self.tuple_layout)
@@ -270,11 +286,17 @@ class Top(wiring.Component):
             n_preds = len(q.predicates)
             n_states = q.vector_width  # the bits that are zero for a fresh partition
             width = q.state_width
+            line = term_lines.get(q.index, (None, None))[1]  # the tuple's terms, carried beside it
             if q.tracks_matches:
-                core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead)
+                core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead,
+                                        carried_terms=line is not None)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if core.lookahead:
                     m.d.comb += core.next_tuple.eq(tuple3)
+                if core.carried_terms:
+                    m.d.comb += core.terms.eq(line.o_data)
+                    if core.lookahead:
+                        m.d.comb += core.next_terms.eq(line.o_ahead)
             elif q.dfa is not None:
                 core = DfaCore(q, n_preds)
             elif uses_decoder:
@@ -290,7 +312,8 @@ class Top(wiring.Component):
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
-                                             core if q.tracks_matches else None, tuple3)
+                                             core if q.tracks_matches else None, tuple3,
+                                             core.tuple_terms.unpack(line.o_ahead) if line else None)
                     if part.cond_width:
                         m.d.comb += [core.cond.eq(part.out_cond), part.next_cond.eq(core.next_cond)]
                     if part.early_key:  # the key two stages behind (the framer's), hashed into registers
