@@ -107,8 +107,8 @@ class TupleTerms:
     :class:`~cepc.plan.RegisterPlan`). With the table partitioner the top computes them a stage
     before the tuple reaches the core and carries them beside it (``carried_terms``: ``terms``, and
     ``next_terms`` for the tuple behind), so no multiplier is in the cycle that updates a key's
-    state; otherwise the core computes them from ``tuple``. The values are the same either way (the VHDL computes them in
-    place)."""
+    state; otherwise the core computes them from ``tuple``. The values are the same either way
+    (the VHDL computes them in place)."""
 
     def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout):
         found: list[PExpr] = []
