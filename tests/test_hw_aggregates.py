@@ -245,6 +245,24 @@ def test_register_widths_follow_the_pattern_bound():
     assert [m.width for m in q.measures] == [3, 10]
 
 
+def test_a_comparison_in_define_is_rearranged_so_the_aggregate_stands_alone():
+    # (exact: the hardware's arithmetic widens; the random corpora check it against the reference)
+    from cepc.nfa.lower import isolate
+    from cepc.plan import PCmp, PField
+
+    t, a, c = PField("t"), PAgg(0), PConst(5)
+    assert isolate(PCmp("<", PArith("-", t, a), c)) == PCmp(">", a, PArith("-", t, c))
+    assert isolate(PCmp("<", PArith("+", t, a), c)) == PCmp("<", a, PArith("-", c, t))
+    assert isolate(PCmp("<=", PArith("-", a, t), c)) == PCmp("<=", a, PArith("+", c, t))
+    assert isolate(PCmp(">", c, PArith("+", a, t))) == PCmp("<", a, PArith("-", c, t))
+    nested = PCmp(">=", PArith("+", PArith("-", t, a), t), c)  # (t - a) + t >= c
+    assert isolate(nested) == PCmp("<=", a, PArith("-", t, PArith("-", c, t)))
+    for same in (PCmp("<", PArith("+", a, PAgg(1)), c), PCmp("<", t, c), PCmp("<", a, PArith("-", t, c))):
+        assert isolate(same) == same
+    f5 = lower(check(parse_file(ROOT / "examples" / "finance" / "finance5" / "finance5.sql"))).queries[0]
+    assert f5.predicates[0].expr == PCmp(">", PAgg(0), PArith("-", PField("time"), PConst(20000)))
+
+
 def test_an_aggregate_times_a_constant_in_define_is_a_register_of_its_own():
     # MAX(v) * 3 is kept as MAX(v * 3), 2 * FIRST(w) as FIRST(w * 2) (signed): the update compares
     # and picks where it multiplied. Not LAST (its candidate is the tuple's own field), not a MIN by a
@@ -408,7 +426,8 @@ def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after):
 
     text = SCHEMA + (f"PARTITION BY k AFTER MATCH {after} MEASURES COUNT(*) AS n, MAX(v) AS top "
                      "PATTERN (A B+ C) DEFINE A AS v > 50, "
-                     "B AS v * 4 >= MAX(v) * 3 AND 2 * FIRST(w) <= w * 2 + 300, C AS v * 5 < MIN(v) * 4;")
+                     "B AS v * 4 >= MAX(v) * 3 AND 2 * FIRST(w) <= w * 2 + 300 AND v - FIRST(v) > -120, "
+                     "C AS v * 5 < MIN(v) * 4 OR 100 + LAST(w) < w - 100;")
     checked = check(parse(text))
     q = lower(checked).queries[0]
     assert {r.name for r in q.registers} >= {"max_v_x3", "first_w_x2", "min_v_x4"}

@@ -6,7 +6,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..plan import NfaPlan, PArith, PBool, PCmp, PExpr, PNeg, PredicatePlan, QueryPlan, has_aggregates
+from ..plan import NfaPlan, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, PredicatePlan, QueryPlan, has_aggregates
 from .expr import ExprBuilder
 from .layouts import field as field_of
 from .layouts import ident
@@ -100,11 +100,19 @@ def _registers(q: QueryPlan, payload: Value) -> list[list[Value]]:
     return out
 
 
+def window_start(q: QueryPlan) -> PExpr:
+    """WITHIN's earliest start for a tuple: its time minus the window (a partial match that started
+    before it is past the window: ``time - start <= within`` is ``start >= time - within``)."""
+    return PArith("-", PField(q.time_field), PConst(q.within))
+
+
 class TupleTerms:
-    """The products a query's partial-match update takes of a tuple alone: in its DEFINE's aggregate
-    predicates, each largest sub-expression that multiplies and reads no aggregate (finance5's
-    ``price * 1000``), and what each scaled register aggregates (``price * 1005``: see
-    :class:`~cepc.plan.RegisterPlan`). With the table partitioner the top computes them a stage
+    """The arithmetic a query's partial-match update takes of a tuple alone: in its DEFINE's
+    aggregate predicates, each largest sub-expression that computes and reads no aggregate
+    (finance5's ``price * 1000``, and ``time - 20000`` once :func:`~cepc.nfa.lower.isolate` has
+    moved it across), what each scaled register aggregates (``price * 1005``: see
+    :class:`~cepc.plan.RegisterPlan`), and WITHIN's :func:`window_start`. With the table
+    partitioner the top computes them a stage
     before the tuple reaches the core and carries them beside it (``carried_terms``: ``terms``, and
     ``next_terms`` for the tuple behind), so no multiplier is in the cycle that updates a key's
     state; otherwise the core computes them from ``tuple``. The values are the same either way
@@ -115,7 +123,7 @@ class TupleTerms:
 
         def walk(e: PExpr) -> None:
             if isinstance(e, (PArith, PNeg)) and not has_aggregates(e):
-                if _multiplies(e) and e not in found:
+                if e not in found:
                     found.append(e)
                 return
             for child in _children(e):
@@ -127,6 +135,8 @@ class TupleTerms:
         for reg in query.registers:
             if reg.scale != 1 and reg.source not in found:
                 found.append(reg.source)
+        if query.within is not None and window_start(query) not in found:
+            found.append(window_start(query))
         self.exprs = tuple(found)
         probe = Signal(tuple_layout)
         build = ExprBuilder(lambda name: field_of(probe, name))
@@ -156,10 +166,6 @@ def _children(e: PExpr) -> tuple[PExpr, ...]:
     if isinstance(e, PBool):
         return e.operands
     return ()
-
-
-def _multiplies(e: PExpr) -> bool:
-    return (isinstance(e, PArith) and e.op == "*") or any(_multiplies(c) for c in _children(e))
 
 
 def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr, Value] | None = None) -> Value:
@@ -269,8 +275,10 @@ class Conditions:
             if p not in builders:
                 builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known)
             bits[i] = builders[p].truth(q.predicates[q.nfa.pred[s]].expr)
+        if self.extend:
+            since = ExprBuilder(field, None, known).value(window_start(q))
         for p, i in self.extend.items():
-            bits[i] = field(q.time_field) - old[p][q.start_time_register] <= q.within
+            bits[i] = old[p][q.start_time_register] >= since
         for p, i in self.full.items():
             bits[i] = old[p][self.count] == q.max_length
         for (a, b), i in self.before.items():
@@ -488,8 +496,10 @@ class PartialMatchCore(wiring.Component):
         for (s, p), i in conds.holds.items():
             expr = q.predicates[nfa.pred[s]].expr
             bits[i] = picked(p, lambda c, expr=expr: against(c).truth(expr))
+        if conds.extend:
+            since = ExprBuilder(later, None, known).value(window_start(q))
         for p, i in conds.extend.items():
-            bits[i] = picked(p, lambda c: later(q.time_field) - candidate(c, q.start_time_register) <= q.within)
+            bits[i] = picked(p, lambda c: candidate(c, q.start_time_register) >= since)
         for p, i in conds.full.items():
             bits[i] = picked(p, lambda c: candidate(c, conds.count) == q.max_length)
         for (a, b), i in conds.before.items():

@@ -244,9 +244,10 @@ class Top(wiring.Component):
         t_tuple = Signal(self.tuple_layout)
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
         t_preds = payload.o_data[self.tuple_width:self.tuple_width + len(b_preds)]
-        # the products a looking-ahead partial-match core takes of a tuple alone (TupleTerms: finance5's
-        # price * 1000 and price * 1005), computed from the tuple at stage 2 into a register and carried
-        # beside it as the predicate vector is: no multiplier in the cycle that updates a key's state
+        # the arithmetic a looking-ahead partial-match core takes of a tuple alone (TupleTerms: finance5's
+        # price * 1000, price * 1005 and time - 20000), computed from the tuple at stage 2 into a register
+        # and carried beside it as the predicate vector is: no multiplier or subtractor in the cycle that
+        # updates a key's state
         term_lines = {}
         for q, qname in zip(design.queries, hw_names(design)):
             terms = TupleTerms(q, self.tuple_layout) if looks_ahead and q.tracks_matches and q.key_fields else None

@@ -30,6 +30,7 @@ from ..plan import (
     QueryPlan,
     RegisterPlan,
     TuplePlan,
+    has_aggregates,
 )
 from . import wiring
 
@@ -156,7 +157,39 @@ class _Lowering:
         raise TypeError(f"cannot lower {type(e).__name__}")  # pragma: no cover
 
     def compare(self, op: str, left: ast.Expr, right: ast.Expr) -> PCmp:
-        return PCmp("==" if op == "=" else op, self.side(left, right), self.side(right, left))
+        cmp = PCmp("==" if op == "=" else op, self.side(left, right), self.side(right, left))
+        return isolate(cmp) if self.scaling else cmp
+
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def isolate(cmp: PCmp) -> PCmp:
+    """A DEFINE's comparison of a sum or difference, one of whose terms reads the partial match,
+    with what reads the tuple alone, rearranged so that the aggregate stands alone:
+    ``time - FIRST(time) < 20000`` becomes ``FIRST(time) > time - 20000``. The tuple's side is then
+    computed before the update (:class:`~cepc.hw.nfa_core.TupleTerms`), and the update, for the tuple
+    behind, compares once where it subtracted and compared. Exact: the hardware's arithmetic widens,
+    so moving a term across is the same over the integers (the reference matcher reads the query)."""
+    op, left, right = cmp.op, cmp.left, cmp.right
+    if has_aggregates(right) and not has_aggregates(left):
+        op, left, right = _FLIP[op], right, left
+    if has_aggregates(right):  # (aggregates on both sides, or none)
+        return cmp
+    moved = False
+    while isinstance(left, PArith) and left.op in ("+", "-"):
+        a, b = left.left, left.right
+        if has_aggregates(a) and not has_aggregates(b):  # a ± b op r  ⟺  a op r ∓ b
+            left, right = a, PArith("-" if left.op == "+" else "+", right, b)
+        elif has_aggregates(b) and not has_aggregates(a):
+            if left.op == "+":  # a + b op r  ⟺  b op r - a
+                left, right = b, PArith("-", right, a)
+            else:  # a - b op r  ⟺  b flip(op) a - r
+                left, right, op = b, PArith("-", a, right), _FLIP[op]
+        else:
+            break
+        moved = True
+    return PCmp(op, left, right) if moved else cmp
 
 
 def nfa_plan(nfa: wiring.Nfa) -> NfaPlan:
