@@ -178,7 +178,8 @@ class RegisterPlan:
     def name(self) -> str:
         if self.field is None:
             return "count"
-        return f"{self.func.lower()}_{self.field}" + (f"_x{self.scale}" if self.scale != 1 else "")
+        scale = "" if self.scale == 1 else f"_x{self.scale}" if self.scale > 0 else f"_xm{-self.scale}"
+        return f"{self.func.lower()}_{self.field}{scale}"
 
     @property
     def source(self) -> PExpr:

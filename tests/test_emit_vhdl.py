@@ -27,6 +27,7 @@ AWKWARD = ROOT / "tests" / "fixtures" / "vhdl" / "awkward.sql"
 # a WITHIN query without aggregates in DEFINE or MEASURES (latest start), and signed registers
 PARTIAL = ROOT / "tests" / "fixtures" / "vhdl" / "partial_matches.sql"
 WINDOWS = ROOT / "tests" / "fixtures" / "vhdl" / "windows.sql"  # WITHIN on a signed time, a window wider than it
+SCALED = ROOT / "tests" / "fixtures" / "vhdl" / "scaled.sql"  # scaled registers whose names meet others'
 MARATHON = ROOT / "examples" / "marathon" / "marathon.sql"
 NETWORK = ROOT / "examples" / "network" / "network.sql"
 HARDWARE_EXAMPLES = sorted((ROOT / "examples").rglob("*.sql"))
@@ -69,7 +70,7 @@ def test_there_are_examples_to_compile():
 
 
 @needs_ghdl
-@pytest.mark.parametrize("query", HARDWARE_EXAMPLES + [AWKWARD, PARTIAL, WINDOWS],
+@pytest.mark.parametrize("query", HARDWARE_EXAMPLES + [AWKWARD, PARTIAL, WINDOWS, SCALED],
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 @pytest.mark.parametrize("options", [
     ["--bus-width", "8", "--partitioner", "pipeline", "--partitions", "1"],
@@ -231,6 +232,17 @@ def test_partial_match_queries_get_a_core_with_named_registers(query, partitione
         assert "WITHIN => true" in text and "_next_expiry <=" in text
     else:
         assert "WITHIN => true" not in text
+
+def test_scaled_registers_get_names_of_their_own(tmp_path):
+    # MIN(v) * 3 in DEFINE is the register min_v_x3 (scale 3 in the sidecar), as is MIN of the field
+    # v_x3: the VHDL names them apart; FIRST(d) * -2 is first_d_xm2
+    text = compile_vhdl(SCALED, tmp_path / "top.vhd", "--partitioner", "table", "--partitions", "8")
+    side = json.loads((tmp_path / "top.json").read_text())
+    regs = side["queries"][0]["registers"]
+    assert [(r["name"], r.get("scale")) for r in regs[:3]] == [("min_v_x3", 3), ("min_v_x3", None),
+                                                               ("first_d_xm2", -2)]
+    assert re.search(r"^  signal A_min_v_x3\b", text, re.M) and re.search(r"^  signal A_min_v_x3_1\b", text, re.M)
+
 
 @pytest.mark.parametrize("options, what", [
     (["--automaton", "dfa"], "--automaton dfa"),

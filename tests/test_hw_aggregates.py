@@ -436,3 +436,19 @@ def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after):
                     for _ in range(400)])
     assert len(expected_rows(checked, frame)) >= 30
     hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=2)
+
+
+def test_scaled_registers_and_carried_terms_of_two_queries_match_the_reference():
+    # tests/fixtures/vhdl/scaled.sql: a scaled register named as another register is, a FIRST by a
+    # negative constant, WITHIN's earliest start carried; and a query named a_terms beside a (each
+    # part of the top takes a copy of `en` named after it)
+    from oracle import expected_rows
+
+    checked = check(parse_file(ROOT / "tests" / "fixtures" / "vhdl" / "scaled.sql"))
+    rng = random.Random(5)
+    frame = pd.DataFrame({"t": np.cumsum([rng.randrange(1, 12) for _ in range(500)]).astype(np.int64),
+                          "k": [rng.randrange(3) for _ in range(500)], "d": [rng.randrange(-128, 128) for _ in range(500)],
+                          "v": [rng.randrange(256) for _ in range(500)], "v_x3": [rng.randrange(256) for _ in range(500)]})
+    want = expected_rows(checked, frame)
+    assert {row[2] for row in want} == {"a", "a_terms"} and len(want) >= 30
+    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=1)

@@ -57,7 +57,8 @@ def sidecar(design: DesignPlan, top: Top, options: dict) -> dict:
                         "states": list(q.nfa.labels),
                         **({"dfa": {"states": q.dfa.n_states, "encoding": q.dfa.encoding, "width": q.dfa.width}}
                            if q.dfa is not None else {}),
-                        "registers": [{"name": r.name, "width": r.width, "signed": r.signed} for r in q.registers],
+                        "registers": [{"name": r.name, "width": r.width, "signed": r.signed,
+                                       **({"scale": r.scale} if r.scale != 1 else {})} for r in q.registers],
                         **({"within": q.within, "time_field": q.time_field} if q.within is not None else {}),
                         **({"max_match_length": q.max_length} if q.registers else {})})
     return {

@@ -212,7 +212,9 @@ def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases:
     fields = {f.name: names.take("f_" + f.name) for f in tup.fields}
     exprs = _Expressions(design, fields)
     shapes = [Shape(r.width, r.signed) for r in regs]
-    reg_names = [Names.clean(r.name) for r in regs]
+    # (distinct: a scaled register's name, `min_v_x3`, may be another's, MIN of a field `v_x3`)
+    reg_namer = Names()
+    reg_names = [reg_namer.take(r.name) for r in regs]
     per_state = ("_state", "_fresh", "_took", "_on", "_fresh_wins", "_end",
                  *(f"_{r}{x}" for r in reg_names for x in ("", "_base", "_new")))
     labels = [names.take("any" + lab[1:] if lab.startswith(".") else lab, per_state) for lab in nfa.labels]

@@ -195,9 +195,14 @@ class Top(wiring.Component):
         # `en` fans out to every stage: on a large die each part (the front end's data registers, the
         # payload and spill path, each query's partitioner and record) takes a copy of its own (kept
         # apart, as the table's beside its banks), so no one net reaches thousands of enables
+        copied = set()
+
         def en_copy(name):
             if small_die(platform):
                 return en
+            while name in copied:  # (a query may be named `front`, or `a_terms` beside `a`)
+                name += "_"
+            copied.add(name)
             copy = m.submodules[f"{Replica.PREFIX}en_{name}"] = Replica(1, init=1)
             m.d.comb += [copy.d.eq(en_next), copy.en.eq(1)]
             return copy.q
