@@ -126,6 +126,9 @@ class PAgg:
 
 PExpr = PConst | PField | PArith | PNeg | PCmp | PBool | PAgg
 
+# a comparison with its sides swapped: a < b is b > a
+FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
 
 def has_aggregates(e: PExpr) -> bool:
     if isinstance(e, PAgg):

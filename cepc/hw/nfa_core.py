@@ -7,6 +7,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..plan import (
+    FLIPPED,
     NfaPlan,
     PAgg,
     PArith,
@@ -181,9 +182,6 @@ def _children(e: PExpr) -> tuple[PExpr, ...]:
     return ()
 
 
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
 def _distribute(q: QueryPlan, e: PExpr) -> PExpr:
     """A predicate against an extended partial match's registers, with each comparison of what the
     tuple behind computes alone with a MIN or MAX register split over the two values that register
@@ -195,11 +193,11 @@ def _distribute(q: QueryPlan, e: PExpr) -> PExpr:
     n = len(q.registers)
     if isinstance(e, PBool):
         return PBool(e.op, tuple(_distribute(q, o) for o in e.operands))
-    if not isinstance(e, PCmp) or e.op not in _FLIP:
+    if not isinstance(e, PCmp) or e.op in ("==", "!="):
         return e
     op, x, a = e.op, e.left, e.right
     if isinstance(x, PAgg) and not isinstance(a, PAgg):
-        op, x, a = _FLIP[op], a, x
+        op, x, a = FLIPPED[op], a, x
     if not isinstance(a, PAgg) or has_aggregates(x) or q.registers[a.register].func not in ("MIN", "MAX"):
         return e
     r = a.register
@@ -208,15 +206,22 @@ def _distribute(q: QueryPlan, e: PExpr) -> PExpr:
     return PBool("or" if either else "and", (PCmp(op, x, PAgg(2 * n + r)), PCmp(op, x, PAgg(n + r))))
 
 
+def _source(reg, field, known: dict[PExpr, Value] | None) -> Value:
+    """What register ``reg`` takes of a tuple (its fields: ``field``; ``known``: its terms, if given):
+    the field, or for a scaled register its product, which is of the tuple alone."""
+    f = field(reg.field)
+    if reg.scale != 1:
+        f = known[reg.source] if known and reg.source in known else f * reg.scale
+    return f
+
+
 def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr, Value] | None = None) -> Value:
     """Register r after a tuple (its fields: ``field``; ``known``: its terms, if given), from a partial
     match's value (None: a new one)."""
     reg = q.registers[r]
     if reg.func == "COUNT":
         return Const(1) if base is None else base + 1
-    f = field(reg.field)
-    if reg.scale != 1:  # the product is of the tuple alone: off the path through the partial match
-        f = known[reg.source] if known and reg.source in known else f * reg.scale
+    f = _source(reg, field, known)
     if reg.func == "LAST" or base is None:
         return f
     if reg.func == "FIRST":
@@ -508,15 +513,7 @@ class PartialMatchCore(wiring.Component):
             m.d.comb += self.next[n + s * per_state:n + (s + 1) * per_state].eq(
                 Cat(*(v.as_unsigned() for v in new[s])))
         if self.lookahead:
-            def source(r: int) -> Value:
-                """What register r takes of this tuple (its field, or its scaled term)."""
-                reg = regs[r]
-                f = field(reg.field)
-                if reg.scale != 1:
-                    f = known[reg.source] if known and reg.source in known else f * reg.scale
-                return f
-
-            self._look_ahead(m, chosen_by, candidate, new_better, old, source)
+            self._look_ahead(m, chosen_by, candidate, new_better, old, lambda r: _source(regs[r], field, known))
         return m
 
     def _look_ahead(self, m: Module, chosen_by, candidate, new_better, old, source) -> None:

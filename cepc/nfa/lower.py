@@ -14,6 +14,7 @@ from ..lang import ast
 from ..lang.check import Checked
 from ..plan import (
     DEFAULT_MAX_LENGTH,
+    FLIPPED,
     DesignPlan,
     FieldPlan,
     MeasurePlan,
@@ -161,9 +162,6 @@ class _Lowering:
         return isolate(cmp) if self.scaling else cmp
 
 
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-
-
 def isolate(cmp: PCmp) -> PCmp:
     """A DEFINE's comparison of a sum or difference, one of whose terms reads the partial match,
     with what reads the tuple alone, rearranged so that the aggregate stands alone:
@@ -173,7 +171,7 @@ def isolate(cmp: PCmp) -> PCmp:
     so moving a term across is the same over the integers (the reference matcher reads the query)."""
     op, left, right = cmp.op, cmp.left, cmp.right
     if has_aggregates(right) and not has_aggregates(left):
-        op, left, right = _FLIP[op], right, left
+        op, left, right = FLIPPED[op], right, left
     if has_aggregates(right):  # (aggregates on both sides, or none)
         return cmp
     moved = False
@@ -185,7 +183,7 @@ def isolate(cmp: PCmp) -> PCmp:
             if left.op == "+":  # a + b op r  ⟺  b op r - a
                 left, right = b, PArith("-", right, a)
             else:  # a - b op r  ⟺  b flip(op) a - r
-                left, right, op = b, PArith("-", a, right), _FLIP[op]
+                left, right, op = b, PArith("-", a, right), FLIPPED[op]
         else:
             break
         moved = True
