@@ -130,16 +130,19 @@ PExpr = PConst | PField | PArith | PNeg | PCmp | PBool | PAgg
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
-def has_aggregates(e: PExpr) -> bool:
-    if isinstance(e, PAgg):
-        return True
+def children(e: PExpr) -> tuple[PExpr, ...]:
+    """The operands of an expression node (none for a leaf)."""
     if isinstance(e, (PArith, PCmp)):
-        return has_aggregates(e.left) or has_aggregates(e.right)
+        return e.left, e.right
     if isinstance(e, PNeg):
-        return has_aggregates(e.operand)
+        return (e.operand,)
     if isinstance(e, PBool):
-        return any(has_aggregates(o) for o in e.operands)
-    return False
+        return e.operands
+    return ()
+
+
+def has_aggregates(e: PExpr) -> bool:
+    return isinstance(e, PAgg) or any(has_aggregates(c) for c in children(e))
 
 
 @dataclass(frozen=True)

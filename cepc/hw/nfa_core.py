@@ -19,6 +19,7 @@ from ..plan import (
     PNeg,
     PredicatePlan,
     QueryPlan,
+    children,
     has_aggregates,
 )
 from .expr import ExprBuilder
@@ -140,7 +141,7 @@ class TupleTerms:
                 if e not in found:
                     found.append(e)
                 return
-            for child in _children(e):
+            for child in children(e):
                 walk(child)
 
         for p in query.predicates:
@@ -170,16 +171,6 @@ class TupleTerms:
             out[e] = v.as_signed() if shape.signed else v
             lo += shape.width
         return out
-
-
-def _children(e: PExpr) -> tuple[PExpr, ...]:
-    if isinstance(e, (PArith, PCmp)):
-        return e.left, e.right
-    if isinstance(e, PNeg):
-        return (e.operand,)
-    if isinstance(e, PBool):
-        return e.operands
-    return ()
 
 
 def _distribute(q: QueryPlan, e: PExpr) -> PExpr:
