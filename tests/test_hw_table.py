@@ -18,7 +18,7 @@ from cepc.hw.ecp5 import dp16kd_blocks
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import PartialMatchCore
 from cepc.hw.partition import TablePartitioner
-from cepc.hw.partition.table import BANK_DEPTH, DEPTH, h3, h3_matrix, quotient_tag
+from cepc.hw.partition.table import BANK_DEPTH, DEPTH, STAMP_BITS, h3, h3_matrix, quotient_tag
 from cepc.hw.replica import Replica
 from cepc.hw.top import table_partitioner
 from cepc.lang.check import check
@@ -48,15 +48,63 @@ class Model:
             bucket.pop(key, None)
 
 
+class WithinModel:
+    """A table whose entries go stale (WITHIN): per bucket, ``ways`` slots of (in use, key, state,
+    expiry), as the hardware picks them: the first way holding the key live is its hit; else a
+    state worth keeping takes the key's own stale way, else the first way not live (unused or
+    stale); a stale entry taken over is evicted."""
+
+    def __init__(self, dut: TablePartitioner):
+        self.dut = dut
+        self.buckets: dict[int, list[list]] = {}
+
+    def flags(self, key: int, now: int, epoch: int):
+        ways = self.buckets.setdefault(self.dut.index(key), [[False, None, 0, 0, 0] for _ in range(self.dut.ways)])
+        own = [u and k == key for u, k, _, _, _ in ways]
+        # (--evict-after: stale once older than half the epoch range)
+        live = [u and not e < now and not (epoch - stamp) % (1 << STAMP_BITS) >= 1 << (STAMP_BITS - 1)
+                for u, _, _, e, stamp in ways]
+        return ways, own, live
+
+    def lookup(self, key: int, now: int, epoch: int = 0) -> tuple[int, bool, bool]:
+        ways, own, live = self.flags(key, now, epoch)
+        hits = [w for w in range(len(ways)) if own[w] and live[w]]
+        return (ways[hits[0]][2] if hits else 0), bool(hits), not all(live)
+
+    def store(self, key: int, state: int, now: int, expiry: int, epoch: int = 0) -> bool:
+        """Writes the key's next state; whether a stale entry was evicted."""
+        ways, own, live = self.flags(key, now, epoch)
+        hits = [w for w in range(len(ways)) if own[w] and live[w]]
+        if hits:
+            target = hits[0]
+        elif not state:
+            return False
+        else:
+            mine = [w for w in range(len(ways)) if own[w] and not live[w]]
+            free = [w for w in range(len(ways)) if not live[w]]
+            target = (mine or free or [None])[0]
+            if target is None:  # no way for it: dropped
+                return False
+        evicted = ways[target][0] and not live[target]
+        ways[target] = [bool(state), key, state, expiry, epoch]
+        return evicted
+
+    def occupied(self) -> int:
+        return sum(ways_[0] for ways in self.buckets.values() for ways_ in ways)
+
+
 class Ahead(Elaboratable):
     """A table wired as the top wires it: ``next_key`` is its key two enabled cycles ahead (the key
     and ``inject`` given here reach the table two enabled cycles later), and ``en_next`` is ``en``
     a cycle ahead (``en`` given here is the table's after the next edge)."""
 
-    def __init__(self, dut: TablePartitioner, platform=None):
+    def __init__(self, dut: TablePartitioner, platform=None, window: int = 0):
         assert dut.early_key in (0, 2)
-        self.dut, self.platform = dut, platform
+        self.dut, self.platform, self.window = dut, platform, window
         self.key, self.inject, self.en = Signal(len(dut.key)), Signal(), Signal(init=1)
+        # WITHIN: the key's time, carried beside it as the top carries its tuple: the table reads the
+        # time one stage behind its lookup (next_now) and its lookup's time plus the window (next_expiry)
+        self.time = Signal(len(dut.next_now))
 
     def elaborate(self, platform):
         m = Module()
@@ -72,14 +120,21 @@ class Ahead(Elaboratable):
             m.d.comb += [dut.en.eq(en), dut.en_next.eq(self.en)]
         else:
             m.d.comb += dut.en.eq(self.en)
+        time = self.time
         if dut.early_key == 2:
-            line = [(Signal(len(dut.key), name=f"key{i}"), Signal(name=f"inject{i}")) for i in range(2)]
+            line = [(Signal(len(dut.key), name=f"key{i}"), Signal(name=f"inject{i}"), Signal(len(time), name=f"time{i}"))
+                    for i in range(2)]
             with m.If(dut.en):
-                m.d.sync += [line[0][0].eq(self.key), line[0][1].eq(self.inject), line[1][0].eq(line[0][0]),
-                             line[1][1].eq(line[0][1])]
+                m.d.sync += [line[0][0].eq(self.key), line[0][1].eq(self.inject), line[0][2].eq(self.time),
+                             line[1][0].eq(line[0][0]), line[1][1].eq(line[0][1]), line[1][2].eq(line[0][2])]
             m.d.comb += [dut.next_key.eq(self.key), dut.key.eq(line[1][0]), dut.inject.eq(line[1][1])]
+            time = line[1][2]
         else:
             m.d.comb += [dut.key.eq(self.key), dut.inject.eq(self.inject)]
+        times = [Signal(len(time), name=f"time_stage{i}") for i in range(1, DEPTH + 1)]  # beside k1 … k4
+        with m.If(dut.en):
+            m.d.sync += [t.eq(d) for t, d in zip(times, [time] + times[:-1])]
+        m.d.comb += [dut.next_now.eq(times[DEPTH - 2]), dut.next_expiry.eq(times[DEPTH - 1] + self.window)]
         return m
 
 
@@ -88,17 +143,26 @@ def submodule_names(dut: TablePartitioner) -> set[str]:
     return {name for _, name, _ in Fragment.get(dut, None).subfragments}
 
 
-def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0, platform=None):
+def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0, platform=None,
+          times: list[int] | None = None, window: int = 0):
     """Inject ``keys`` one per enabled cycle (``en`` drops at random); at the output apply
     ``update(key, state) -> next`` and check hit/free/state against the model. A table that takes
-    its key or ``en`` ahead gets them through :class:`Ahead`."""
-    top = Ahead(dut, platform)
-    model = Model(dut)
+    its key or ``en`` ahead gets them through :class:`Ahead`. With ``times`` (WITHIN), each key's
+    time, its entry expiring ``window`` after it, checked against :class:`WithinModel` (and so is
+    ``evicted``); so is a table with ``evict_after`` (given no times, every key's time is 0)."""
+    top = Ahead(dut, platform, window)
+    stales = times is not None or dut._period is not None
+    if stales and times is None:
+        times = [0] * len(keys)
+    model = WithinModel(dut) if stales else Model(dut)
+    edges = 0  # enabled edges: the epoch of --evict-after is a count of them
+    evictions = []  # (WITHIN) whether each write evicted a stale entry, in the model and in the table
     rng = random.Random(seed)
     seen = []
     pending = list(keys)
 
     async def bench(ctx):
+        nonlocal edges
         cycles = 0
         en_now = True  # the table's `en` in this cycle (set a cycle ahead when it takes `en_next`)
         while len(seen) < len(keys):
@@ -109,19 +173,35 @@ def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, se
             if pending and ctx.get(dut.slot):
                 ctx.set(top.inject, 1)
                 ctx.set(top.key, pending[0])
+                if times is not None:
+                    ctx.set(top.time, times[len(keys) - len(pending)])
                 if en:
                     pending.pop(0)
             else:
                 ctx.set(top.inject, 0)
+            writing = False
             if ctx.get(dut.out_valid) and en:
                 k, s, h, f = (ctx.get(dut.out_key), ctx.get(dut.out_state), ctx.get(dut.out_hit),
                               ctx.get(dut.out_free))
-                assert (s, bool(h), bool(f)) == model.lookup(k), f"key {k} at tuple {len(seen)}"
+                epoch = (edges // dut._period) % (1 << STAMP_BITS) if dut._period else 0
+                if not stales:
+                    assert (s, bool(h), bool(f)) == model.lookup(k), f"key {k} at tuple {len(seen)}"
+                else:
+                    now = times[len(seen)]
+                    assert (s, bool(h), bool(f)) == model.lookup(k, now, epoch), \
+                        f"key {k} at tuple {len(seen)}, time {now}, epoch {epoch}"
                 nxt = update(k, s)
                 ctx.set(dut.next_state, nxt)
-                model.store(k, nxt)
+                if not stales:
+                    model.store(k, nxt)
+                else:
+                    evictions.append([model.store(k, nxt, now, now + window, epoch)])
+                    writing = True
                 seen.append((k, s, h, f, nxt))
             await ctx.tick()
+            edges += en
+            if writing:  # (registered: the cycle after the lookup)
+                evictions[-1].append(bool(ctx.get(dut.evicted)))
             cycles += 1
             assert cycles < 20 * len(keys) + 50
         ctx.set(top.inject, 0)
@@ -136,7 +216,11 @@ def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, se
     sim.add_testbench(bench)
     sim.run()
     occupied = seen.pop()
-    assert occupied == sum(len(b) for b in model.buckets.values())
+    if not stales:
+        assert occupied == sum(len(b) for b in model.buckets.values())
+    else:
+        assert occupied == model.occupied()
+        assert [x[0] for x in evictions] == [x[1] for x in evictions]
     return seen, model
 
 
@@ -295,36 +379,57 @@ def test_a_full_bucket_turns_the_fifth_key_away():
 def test_within_frees_expired_entries_for_others():
     dut = TablePartitioner(4, 8, 4, ways=4, expiry_width=16)
     same = [k for k in range(256) if dut.index(k) == dut.index(1)][:6]
-    evictions = []
-    events = []  # (key, time): four keys fill a bucket, a fifth finds it full, a sixth comes after their windows
+    # four keys fill a bucket, a fifth finds it full, a sixth comes after their windows
+    seen, model = drive(dut, same, lambda key, state: 1, times=[0, 1, 2, 3, 4, 50], window=10)
+    assert seen[4][:4] == (same[4], 0, 0, 0)  # bucket full, nothing expired yet: dropped
+    assert seen[5][:4] == (same[5], 0, 0, 1)  # at time 50 every entry has expired: one is reclaimed
+    assert model.occupied() == 4
 
-    async def bench(ctx):
-        ctx.set(dut.en, 1)
-        schedule = list(zip(same, [0, 1, 2, 3, 4, 50]))
-        out_times = list(schedule)
-        for cycle in range(len(schedule) + DEPTH + 2):
-            if cycle < len(schedule):
-                ctx.set(dut.inject, 1)
-                ctx.set(dut.key, schedule[cycle][0])
-            else:
-                ctx.set(dut.inject, 0)
-            if ctx.get(dut.out_valid):
-                key, time = out_times.pop(0)
-                ctx.set(dut.now, time)
-                ctx.set(dut.next_expiry, time + 10)
-                ctx.set(dut.next_state, 1)
-                events.append([key, ctx.get(dut.out_hit), ctx.get(dut.out_free)])
-            await ctx.tick()
-            if len(events) > len(evictions):  # registered: the cycle after the lookup
-                evictions.append(ctx.get(dut.evicted))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    events = [(*e, x) for e, x in zip(events, evictions)]
-    assert events[4] == (same[4], 0, 0, 0)  # bucket full, nothing expired yet: dropped
-    assert events[5] == (same[5], 0, 1, 1)  # at time 50 every entry has expired: one is reclaimed
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([(4, 1), (16, 2), (16, 4), (64, 4), (256, 1)]),
+       st.sampled_from([0.0, 0.3]), st.sampled_from([0, 1, 3, 8]), st.booleans(), st.booleans())
+def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, window, ahead, ice40):
+    # WITHIN: whether an entry is stale is decided a stage before the lookup, from block RAM's word,
+    # each older write and the newest as it is formed; keys of a few buckets back to back, times that
+    # mostly rise (and now and then fall), entries cleared now and then, so that keys find their own
+    # entries live and stale, others' stale entries to take, and full buckets
+    rng = random.Random(seed)
+    entries, ways = shape
+    hot = [rng.randrange(256) for _ in range(6)]
+    keys = [rng.choice(hot) if rng.random() < 0.7 else rng.randrange(256) for _ in range(150)]
+    times, t = [], 100
+    for _ in keys:
+        t = max(0, t + rng.choice([0, 0, 1, 1, 2, 5, 12, -3]))
+        times.append(t)
+
+    def update(key, state):
+        return 0 if rng.random() < 0.15 else count_up(key, state)
+
+    dut = TablePartitioner(entries, 8, 8, ways=ways, expiry_width=12, bank_depth=16 if entries > 16 else None,
+                           early_key=2 if ahead else 0, en_ahead=ahead, relay=ahead and entries > 16)
+    seen, _ = drive(dut, keys, update, stall, seed, Ice40() if ice40 else None, times=times, window=window)
+    assert len(seen) == len(keys)
+
+
+@pytest.mark.parametrize("entries, ways, ahead, stall", [(8, 4, False, 0.0), (8, 2, True, 0.2), (256, 1, True, 0.1),
+                                                        (16, 1, False, 0.3)])
+def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall):
+    # --evict-after: an entry is stale once older than half the epoch range (2,048 epochs of one
+    # enabled cycle here), judged a stage before the lookup against the epoch it will be then; keys
+    # take entries, a quiet key (no state) ages them past it, and keys then take, find or lose them
+    # (some are touched now and then, so they stay live)
+    rng = random.Random(entries + ways)
+    first = [rng.randrange(256) for _ in range(24)]
+    keys = first + [first[i % 4] if i % 300 == 0 else 7 for i in range(2100)] + \
+        [rng.choice(first + [rng.randrange(256)]) for _ in range(120)]
+
+    def update(key, state):
+        return 0 if key == 7 or rng.random() < 0.1 else count_up(key, state)
+
+    dut = TablePartitioner(entries, 8, 8, ways=ways, evict_after=30, early_key=2 if ahead else 0, en_ahead=ahead)
+    assert dut._period == 1
+    drive(dut, keys, update, stall, seed=entries)
 
 
 @pytest.mark.parametrize("inserted", [False, True], ids=["domain-reset", "reset-inserter"])

@@ -238,7 +238,9 @@ class Top(wiring.Component):
         # (its data registers take `en` from copies of their own, per stage and 64 bits, on a large die)
         # (with the table, partial-match cores with conditions look a tuple ahead: the one at stage 3)
         table = self.partitioner == "table" and depth == TABLE_DEPTH
-        looks_ahead = table and any(q.tracks_matches and q.key_fields and Conditions(q).width for q in design.queries)
+        # (and a table judges WITHIN's expiry a stage ahead: by the time of the tuple at stage 3)
+        looks_ahead = table and any(q.key_fields and (q.within is not None or q.tracks_matches and Conditions(q).width)
+                                    for q in design.queries)
         m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth, en_ahead=True,
                                                    ahead=looks_ahead)
         assert len(payload.i_data) == self.tuple_width + len(b_preds)
@@ -332,16 +334,19 @@ class Top(wiring.Component):
                 if expiry:
                     # expiries compare unsigned: a signed time is biased (its sign bit flipped keeps
                     # its order across zero)
-                    time = field(t_tuple, q.time_field)
-                    if time.shape().signed:
-                        time = time.as_unsigned() ^ (1 << (len(time) - 1))
-                    if self.partitioner == "table":  # judged at the key's own bucket, by its own time
-                        now = time
+                    def unsigned_time(tuple_):
+                        time = field(tuple_, q.time_field)
+                        return time.as_unsigned() ^ (1 << (len(time) - 1)) if time.shape().signed else time
+                    time = unsigned_time(t_tuple)
+                    if self.partitioner == "table":  # judged at the key's own bucket, by its own time,
+                        # a stage ahead: the time of the tuple at stage 3
+                        m.d.comb += part.next_now.eq(unsigned_time(tuple3))
                     else:  # judged all along the chain: by the latest time the tail has taken
                         now = Signal(expiry, name=f"{qname}_now")
                         with m.If(en_q & payload.o_valid):
                             m.d.sync += now.eq(time)
-                    m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
+                        m.d.comb += part.now.eq(now)
+                    m.d.comb += part.next_expiry.eq(time + window)
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0

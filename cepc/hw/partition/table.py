@@ -40,12 +40,14 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
 4. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
    writes (block RAM did not have them when it was read) and the key's entry is found; its state,
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
-   that way; the caller's ``next_state`` is registered as the write. Without WITHIN or
-   ``evict_after`` (nothing goes stale) which write holds the key's state, and each way's flags as
-   the writes ahead but the newest leave them, are decided at stage 3 and registered, and so is
-   the state of the key's newest write but w0 (zero if none); the lookup patches the flags with
-   w0 alone, and the state is w0's, that register's or block RAM's, picked by registers (on a large
-   die a copy of them per SELECT_CHUNK bits of a wide state). In the next enabled cycle
+   that way; the caller's ``next_state`` is registered as the write. Which write holds the key's
+   state, and each way's flags as the writes ahead but the newest leave them, are decided at stage 3
+   and registered, and so is the state of the key's newest write but w0 (zero if none); with WITHIN
+   or ``evict_after`` so is whether each entry is stale (its expiry against the key's time, given a
+   stage ahead as ``next_now``; its stamp against the epoch of the lookup), w0's as it is formed. The
+   lookup patches the flags with w0 alone, and the state is w0's, that register's or block RAM's,
+   picked by registers (on a large die a copy of them per SELECT_CHUNK bits of a wide state). In the
+   next enabled cycle
    the write is copied into a register beside each bank's way (:class:`Replica`), from which block RAM
    takes it.
 
@@ -165,8 +167,9 @@ class TablePartitioner(wiring.Component):
 
     ``entries`` is rounded up to a power of two (and to ``2**key_width`` when direct-indexed
     fits). ``state_width`` is the stored payload, its low ``vector_width`` bits the state vector.
-    ``expiry_width``: exact eviction for WITHIN (``now`` is the time of the tuple being placed,
-    ``next_expiry`` its time plus the window). After ``rst`` the table is swept clear (one bucket
+    ``expiry_width``: exact eviction for WITHIN (``next_now`` is the time of the tuple one stage
+    behind the one being placed: what that one's will be after the next enabled edge; ``next_expiry``
+    the placed tuple's time plus the window). After ``rst`` the table is swept clear (one bucket
     per cycle, ``slot`` low meanwhile) if anything was written since the last sweep.
     ``relay``: on a large die, the newest write reaches the banks through a copy of its own (as with
     more than GROUP_BANKS banks), a cycle later, so the update loop's register is not pulled to them.
@@ -203,6 +206,11 @@ class TablePartitioner(wiring.Component):
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
         self.columns = stored_columns(self.entry_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
+        # WITHIN: whether an entry has expired is judged a stage early, against the time of the key
+        # one stage behind the lookup (``next_now``: what the lookup's time will be after the next
+        # enabled edge), so the lookup's flags come from registers (see the pipeline above)
+        del signature["now"]
+        signature["next_now"] = wiring.In(expiry_width or 1)
         self.early_key = early_key
         if early_key not in (0, 2):
             raise ValueError(f"next_key is 2 enabled cycles ahead of key (0: none), not {early_key}")
@@ -587,39 +595,33 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += epoch.eq(epoch + 1)
 
         stale_free = self._xw is None and self._period is None
-        # Without anything stale, each way's flags (in use, the key's) as the writes ahead but the newest
-        # leave them are decided a stage early and registered (below), from the writes' registers alone
-        # (not from block RAM's word, whose OR across the banks has that stage to itself): the lookup
-        # then patches the flags with the newest write only, not through a chain of six multiplexers.
+        # Each way's flags as the lookup sees them: patched with the newest write (w0) if it touched the
+        # way, else with the newest of the older writes ahead that did, else block RAM's. What the older
+        # writes and block RAM say is decided a stage early and registered, from the writes' registers
+        # and block RAM's word (whose OR across the banks has that stage to itself), so the lookup patches
+        # the flags with w0 alone, not through a chain of six multiplexers. With WITHIN or `evict_after`,
+        # whether each entry is stale is decided there too, against the key's time (`next_now`) and the
+        # epoch as they will be at the lookup: block RAM's word's, each older write's and w0's (as it is
+        # formed). The lookup then compares nothing: finance2's 65-bit compare of an expiry, after a chain
+        # of seven multiplexers of each way's entry, was in its update loop.
         older_any = [Signal(name=f"older4_way{w}") for w in range(W)]  # a write ahead but the newest touched it
         older_used = [Signal(name=f"older4_used_way{w}") for w in range(W)]  # the newest of those: its `keep`
         older_own = [Signal(name=f"older4_own_way{w}") for w in range(W)]  # and whether it was the key's
+        older_stale = [Signal(name=f"older4_stale_way{w}") for w in range(W)]  # and whether its entry is stale
+        stale4 = [Signal(name=f"stale4_way{w}") for w in range(W)]  # block RAM's entry is stale
+        w0_stale = Signal(name="w0_stale")  # w0's entry is stale at the lookup of the key behind it
         used, own, live = [], [], []
         for w in range(W):
-            entry, u = word4[w], used4[w]
+            sel = same_bucket[0] & writes[0]["ways"][w]
+            u = Mux(sel, writes[0]["keep"], Mux(older_any[w], older_used[w], used4[w]))
             o = tagged4[w] if self.tag_width else Const(1)
-            if stale_free:  # the newest write, else the older ones (decided at stage 3), else block RAM's
-                sel = same_bucket[0] & writes[0]["ways"][w]
-                u = Mux(sel, writes[0]["keep"], Mux(older_any[w], older_used[w], u))
-                if not self.direct:  # (direct-indexed, a write to the key's bucket was the key's)
-                    o = Mux(sel, same_key[0], Mux(older_any[w], older_own[w], o))
-            else:  # the newest of the missed writes to this way (its expiry or stamp too), else block RAM's
-                for j in reversed(range(forward)):
-                    sel = same_bucket[j] & writes[j]["ways"][w]
-                    entry = Mux(sel, writes[j]["entry"], entry)
-                    u = Mux(sel, writes[j]["keep"], u)
-                    o = Mux(sel, same_key[j], o)
-            e = Signal(ew, name=f"way{w}_entry")
+            if not self.direct:  # (direct-indexed, a write to the key's bucket was the key's)
+                o = Mux(sel, same_key[0], Mux(older_any[w], older_own[w], o))
+            stale = Const(0) if stale_free else Mux(sel, w0_stale, Mux(older_any[w], older_stale[w], stale4[w]))
             us = Signal(name=f"way{w}_used")
             ow = Signal(name=f"way{w}_own")
             lv = Signal(name=f"way{w}_live")
-            _, _, expiry, stamp = fields(e)
-            stale = Const(0)
-            if expiry is not None:
-                stale = stale | (expiry < self.now)
-            if stamp is not None:
-                stale = stale | (epoch - stamp)[STAMP_BITS - 1]  # older than half the epoch range
-            m.d.comb += [e.eq(entry), us.eq(u), ow.eq(us & o), lv.eq(us & ~stale)]
+            m.d.comb += [us.eq(u), ow.eq(us & o), lv.eq(us & ~stale)]
             used.append(us)
             own.append(ow)
             live.append(lv)
@@ -690,39 +692,40 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += older_cond.eq(newest_of(older_one, later, [
                         self._conditions(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw)))
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
-        else:  # a stale entry is no state: what the lookup hit decides
-            # The key's own newest write ahead is its state if it hits (else it has none): w0, or the
-            # newest of the older ones, decided at stage 3 from registers (as above) and its state
-            # registered, with its conditions computed once, from that state (finance2's conditions
-            # multiply prices by constants: computed from each older write, they were half its
-            # carry cells). A stale way is no state either, so the ways' flags are patched with every
-            # write ahead (the newest first); only the state and its conditions are picked this way.
-            mine = [same_bucket[j] & same_key[j] & writes[j]["ways"].any() for j in range(forward)]
-            forwarded = Cat(*mine).any()
+        else:  # a stale entry is no state: only the way the key hits, live, holds its state
+            # The key's own newest write ahead is its state if the way it wrote is live (else it has
+            # none): w0's, the older one's (the newest of them, picked at stage 3 from registers as
+            # above, and registered) or block RAM's word of the way the key holds, untouched by the
+            # writes ahead. Which is decided at stage 3 and registered (below: the flags there are
+            # registers or block RAM's word, and w0 is being formed), so, as without anything stale,
+            # the state's select lines come from flip-flops. The older write's conditions are computed
+            # once, from its state (finance2's conditions multiply prices by constants: computed from
+            # each older write, they were half its carry cells).
             older_state = Signal(sw, name="older4_state")
             older_state_next = newest_of(older_one, [mine3r[j] for j in range(2, forward)],
                                          [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
             with m.If(self.en):
                 m.d.sync += older_state.eq(older_state_next)
-            picks = [mine[0] & hit, forwarded & ~mine[0] & hit] + [h & ~forwarded for h in hits]
-            newest, base, words = None, Const(0, sw), [words[0], older_state] + words[forward:]
+            pick_newest = Signal(name="pick4_write0")
+            picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
+            newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
             if cw:  # w0's conditions the caller's, the older write's computed at stage 3, once
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
                 with m.If(self.en):
                     m.d.sync += older_cond.eq(self._conditions(older_state_next))
-                cond_newest, cond_base, cond_words = None, Const(0, cw), [w0_cond, older_cond] + cond4
+                cond_newest, cond_base, cond_words = w0_cond, Const(0, cw), [older_cond] + cond4
         def picked(selects, lo, hi):
             """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks')."""
             part = base[lo:hi]
-            for pick, word in zip(selects[1:] if newest else selects, words):
+            for pick, word in zip(selects[1:], words):
                 part = part | Mux(pick, word[lo:hi], 0)
-            return Mux(selects[0], newest[1][lo:hi], part) if newest else part
+            return Mux(selects[0], newest[1][lo:hi], part)
 
-        selects = ([newest[0]] if newest else []) + picks
-        # nothing stale: every select is a register; on a large die a wide state takes a copy of them
-        # per SELECT_CHUNK bits (wired below, from what they take), so no select line reaches them all
+        selects = [newest[0]] + picks
+        # every select is a register; on a large die a wide state takes a copy of them per SELECT_CHUNK
+        # bits (wired below, from what they take), so no select line reaches them all
         select_copies = []
-        if stale_free and copies and sw > SELECT_CHUNK:
+        if copies and sw > SELECT_CHUNK:
             for c in range(-(-sw // SELECT_CHUNK)):
                 copy = m.submodules[f"{Replica.PREFIX}pick{c}"] = Replica(len(selects))
                 m.d.comb += copy.en.eq(self.en)
@@ -735,7 +738,7 @@ class TablePartitioner(wiring.Component):
             cond = cond_base
             for pick, word in zip(picks, cond_words):
                 cond = cond | Mux(pick, word, 0)
-            m.d.comb += self.out_cond.eq(Mux(newest[0], cond_newest, cond) if newest else cond)
+            m.d.comb += self.out_cond.eq(Mux(newest[0], cond_newest, cond))
         m.d.comb += [
             self.out_valid.eq(v4), self.out_key.eq(k4), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
@@ -800,8 +803,54 @@ class TablePartitioner(wiring.Component):
                                                    Const(0))),
                         older_own[w].eq(newest_of(one, later, [key3[j] for j in range(1, forward)], Const(0))),
                     ]
-        else:  # whether the write one ahead is the key's, as it will be once the key is at stage 4
+        else:  # the same, with entries that go stale
+            ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
+            # whether the write one ahead is the key's, as it will be once the key is at stage 4
             m.d.comb += older_one.eq(bucket3[1] & key3[1] & writes[0]["ways"].any())
+            # the epoch at the lookup of the key now at stage 3 (after the next enabled edge)
+            epoch_next = Mux(ticks == self._period - 1, epoch + 1, epoch)[:STAMP_BITS] if epoch is not None else None
+
+            def stale_at(expiry, stamp):
+                """Whether an entry of ``expiry`` and ``stamp`` is stale at that lookup."""
+                out = Const(0)
+                if expiry is not None:
+                    out = out | (expiry < self.next_now)
+                if stamp is not None:
+                    out = out | (epoch_next - stamp)[STAMP_BITS - 1]  # older than half the epoch range
+                return out
+            # w0 as it is formed: its expiry the tuple's next_expiry, its stamp this epoch (not stale an
+            # epoch later: only after half the epoch range)
+            w0_stale_next = (self.next_expiry < self.next_now) if self._xw else Const(0)
+            older_stale_of = [stale_at(*fields(writes[j - 1]["entry"])[2:]) for j in range(1, forward)]
+            own_live3, older_any3 = [], []
+            for w in range(W):
+                one = bucket3[1] & ways3[1][w]
+                later = [touch3r[j][w] for j in range(2, forward)]
+                touched = Cat(one, *later).any()
+                u = newest_of(one, later, [writes[j - 1]["keep"] for j in range(1, forward)], Const(0))
+                o = newest_of(one, later, [key3[j] for j in range(1, forward)], Const(0))
+                stale_older = newest_of(one, later, older_stale_of, Const(0))
+                stale_bram = stale_at(*fields(word3[w])[2:])
+                with m.If(self.en):
+                    m.d.sync += [older_any[w].eq(touched), older_used[w].eq(u), older_own[w].eq(o),
+                                 older_stale[w].eq(stale_older), stale4[w].eq(stale_bram)]
+                # the way's flags, as the lookup will see them but for w0
+                tag_ok = tagged3[w] if self.tag_width else Const(1)
+                own_live3.append(Mux(touched, u & o & ~stale_older, used3[w] & tag_ok & ~stale_bram))
+                older_any3.append(touched)
+            # w0, formed now, is the key's and live at its lookup (the key's entry then is w0's); else a
+            # way w0 does not touch, where the key is held, live: the newest older write's if one touched
+            # it (the key's own, as only its own writes leave a way it holds), else block RAM's word.
+            # (A key is held at most once: see `hits`.)
+            touched0 = [bucket3[0] & ways3[0][w] for w in range(W)]
+            newest_next = bucket3[0] & key3[0] & keep & Cat(*target).any() & ~w0_stale_next
+            picks_next = [Cat(*(~touched0[w] & older_any3[w] & own_live3[w] for w in range(W))).any()] + \
+                [~touched0[w] & ~older_any3[w] & own_live3[w] for w in range(W)]
+            with m.If(self.en):
+                m.d.sync += [w0_stale.eq(w0_stale_next), pick_newest.eq(newest_next)]
+                m.d.sync += [pick.eq(d) for pick, d in zip(picks, picks_next)]
+            for copy in select_copies:  # (each moves with the registers it copies)
+                m.d.comb += copy.d.eq(Cat(newest_next, *picks_next))
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter). Without WITHIN
         # or `evict_after` nothing goes stale: `evicted` stays 0 (and the caller's counter with it,
