@@ -334,8 +334,8 @@ class Top(wiring.Component):
                 if expiry:
                     # expiries compare unsigned: a signed time is biased (its sign bit flipped keeps
                     # its order across zero)
-                    def unsigned_time(tuple_):
-                        time = field(tuple_, q.time_field)
+                    def unsigned_time(tuple_, name=q.time_field):
+                        time = field(tuple_, name)
                         return time.as_unsigned() ^ (1 << (len(time) - 1)) if time.shape().signed else time
                     time = unsigned_time(t_tuple)
                     if self.partitioner == "table":  # judged at the key's own bucket, by its own time,
