@@ -7,12 +7,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..plan import (
-    FLIPPED,
     NfaPlan,
-    PAgg,
     PArith,
-    PBool,
-    PCmp,
     PConst,
     PExpr,
     PField,
@@ -171,30 +167,6 @@ class TupleTerms:
             out[e] = v.as_signed() if shape.signed else v
             lo += shape.width
         return out
-
-
-def _distribute(q: QueryPlan, e: PExpr) -> PExpr:
-    """A predicate against an extended partial match's registers, with each comparison of what the
-    tuple behind computes alone with a MIN or MAX register split over the two values that register
-    took its new value from: ``x >= MIN`` after the update is ``x >= f OR x >= base``, where ``f`` is
-    what the register takes of this tuple (``PAgg(2R + r)``) and ``base`` the extended match's
-    value (``PAgg(R + r)``). The same truth; the compare with ``base`` waits for the state alone,
-    the one with ``f`` for no state at all, and neither follows the register's own compare and
-    multiplexer (finance5's two 42-bit compares in series, in the conditions for the tuple behind)."""
-    n = len(q.registers)
-    if isinstance(e, PBool):
-        return PBool(e.op, tuple(_distribute(q, o) for o in e.operands))
-    if not isinstance(e, PCmp) or e.op in ("==", "!="):
-        return e
-    op, x, a = e.op, e.left, e.right
-    if isinstance(x, PAgg) and not isinstance(a, PAgg):
-        op, x, a = FLIPPED[op], a, x
-    if not isinstance(a, PAgg) or has_aggregates(x) or q.registers[a.register].func not in ("MIN", "MAX"):
-        return e
-    r = a.register
-    # x > min(f, b) holds when either does; x < min(f, b) when both do; MAX the other way round
-    either = (op in (">", ">=")) == (q.registers[r].func == "MIN")
-    return PBool("or" if either else "and", (PCmp(op, x, PAgg(2 * n + r)), PCmp(op, x, PAgg(n + r))))
 
 
 def _source(reg, field, known: dict[PExpr, Value] | None) -> Value:
@@ -504,10 +476,10 @@ class PartialMatchCore(wiring.Component):
             m.d.comb += self.next[n + s * per_state:n + (s + 1) * per_state].eq(
                 Cat(*(v.as_unsigned() for v in new[s])))
         if self.lookahead:
-            self._look_ahead(m, chosen_by, candidate, new_better, old, lambda r: _source(regs[r], field, known))
+            self._look_ahead(m, chosen_by, candidate, new_better)
         return m
 
-    def _look_ahead(self, m: Module, chosen_by, candidate, new_better, old, source) -> None:
+    def _look_ahead(self, m: Module, chosen_by, candidate, new_better) -> None:
         """``next_cond``: the conditions of ``next`` for ``next_tuple``, each computed from every
         candidate of the state it reads and picked as that state's candidates are. Where a state
         is off, its conditions are don't-cares (every use of them is gated by the state's bit),
@@ -523,27 +495,15 @@ class PartialMatchCore(wiring.Component):
         builders = {}
         known = self.tuple_terms.unpack(self.next_terms) if self.carried_terms else None
 
-        R = len(q.registers)
-
-        def register(c: int | None, r: int) -> Value:
-            """Register r of candidate c (r < R); of the partial match c extends (R ≤ r < 2R); what
-            register r - 2R takes of this tuple (2R ≤ r): see :func:`_distribute`."""
-            if r < R:
-                return candidate(c, r)
-            return old[c][r - R] if r < 2 * R else source(r - 2 * R)
-
         def against(c: int | None) -> ExprBuilder:
             if c not in builders:
-                builders[c] = ExprBuilder(later, lambda r, c=c: register(c, r), known)
+                builders[c] = ExprBuilder(later, lambda r, c=c: candidate(c, r), known)
             return builders[c]
-
-        def holds(c: int | None, expr: PExpr) -> Value:
-            return against(c).truth(expr if c is None else _distribute(q, expr))
 
         bits: list[Value] = [Const(0)] * conds.width
         for (s, p), i in conds.holds.items():
             expr = q.predicates[nfa.pred[s]].expr
-            bits[i] = picked(p, lambda c, expr=expr: holds(c, expr))
+            bits[i] = picked(p, lambda c, expr=expr: against(c).truth(expr))
         if conds.extend:
             since = ExprBuilder(later, None, known).value(window_start(q))
         for p, i in conds.extend.items():
