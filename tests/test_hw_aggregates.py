@@ -264,20 +264,23 @@ def test_a_comparison_in_define_is_rearranged_so_the_aggregate_stands_alone():
 
 
 def test_an_aggregate_times_a_constant_in_define_is_a_register_of_its_own():
-    # MAX(v) * 3 is kept as MAX(v * 3), 2 * FIRST(w) as FIRST(w * 2) (signed): the update compares
-    # and picks where it multiplied. Not LAST (its candidate is the tuple's own field), not a MIN by a
-    # negative constant (it would turn into a MAX), and not in MEASURES (past the update: no register)
+    # MAX(v) * 3 is kept as MAX(v * 3), 2 * FIRST(w) as FIRST(w * 2) (signed), LAST(v) * 2 as
+    # LAST(v * 2): the update compares and picks where it multiplied, and the table's conditions for
+    # a stored state multiply nothing. Not a MIN by a negative constant (it would turn into a MAX),
+    # and not in MEASURES (past the update: no register)
     text = SCHEMA + ("PARTITION BY k MEASURES MAX(v) * 3 AS m3 PATTERN (A B+) DEFINE A AS TRUE, "
                      "B AS v * 4 >= MAX(v) * 3 AND LAST(v) * 2 > v AND 2 * FIRST(w) < 7 AND MIN(v) * -2 < w;")
     q = lower(check(parse(text))).queries[0]
     regs = {r.name: r for r in q.registers}
-    assert set(regs) == {"count", "max_v_x3", "last_v", "first_w_x2", "min_v", "max_v"}
+    assert set(regs) == {"count", "max_v_x3", "last_v_x2", "first_w_x2", "min_v", "max_v"}
+    assert (regs["last_v_x2"].width, regs["last_v_x2"].signed, regs["last_v_x2"].scale) == (9, False, 2)
     assert (regs["max_v_x3"].width, regs["max_v_x3"].signed, regs["max_v_x3"].scale) == (10, False, 3)
     assert (regs["first_w_x2"].width, regs["first_w_x2"].signed) == (9, True)
     names = [r.name for r in q.registers]
     b = next(p for p in q.predicates if p.name == "B").expr
     assert b.operands[0].right == PAgg(names.index("max_v_x3"))
     assert b.operands[2].left == PAgg(names.index("first_w_x2"))
+    assert b.operands[1].left == PAgg(names.index("last_v_x2"))
     assert q.measures[0].expr == PArith("*", PAgg(names.index("max_v")), PConst(3))
     # finance5: MIN(price) * 1005 in DEFINE, MIN(price) AS low in MEASURES
     f5 = lower(check(parse_file(ROOT / "examples" / "finance" / "finance5" / "finance5.sql"))).queries[0]
@@ -427,10 +430,10 @@ def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after):
     text = SCHEMA + (f"PARTITION BY k AFTER MATCH {after} MEASURES COUNT(*) AS n, MAX(v) AS top "
                      "PATTERN (A B+ C) DEFINE A AS v > 50, "
                      "B AS v * 4 >= MAX(v) * 3 AND 2 * FIRST(w) <= w * 2 + 300 AND v - FIRST(v) > -120, "
-                     "C AS v * 5 < MIN(v) * 4 OR 100 + LAST(w) < w - 100;")
+                     "C AS v * 5 < MIN(v) * 4 OR 100 + LAST(w) < w - 100 OR LAST(w) * -3 > v * 2 + 150;")
     checked = check(parse(text))
     q = lower(checked).queries[0]
-    assert {r.name for r in q.registers} >= {"max_v_x3", "first_w_x2", "min_v_x4"}
+    assert {r.name for r in q.registers} >= {"max_v_x3", "first_w_x2", "min_v_x4", "last_w_xm3"}
     rng = random.Random(11)
     frame = stream([(rng.randrange(3), rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1)
                     for _ in range(400)])

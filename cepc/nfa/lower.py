@@ -101,14 +101,14 @@ class _Lowering:
     def scaled(self, e: ast.Arith) -> PExpr | None:
         """``AGG(field) * k`` (or ``k * AGG(field)``) in a DEFINE, as the register ``AGG(field * k)``:
         the partial-match update then keeps a comparison and a multiplexer where it had a multiplier
-        (SPEC §3.4's values are the same: FIRST passes any constant, MIN and MAX a positive one,
-        which keeps their order). None when ``e`` is not of that form. Not LAST: a partial match's
-        LAST is the field of the tuple it took, never a register's value, so its product is already
-        off the update's path, and a register of its own would only widen the state."""
+        (SPEC §3.4's values are the same: FIRST and LAST pass any constant, MIN and MAX a positive
+        one, which keeps their order). None when ``e`` is not of that form. (LAST too: the update
+        takes the tuple's own product, carried beside it, but the table's conditions for the tuple
+        behind a stored state multiplied it: finance2's ``LAST(price) * 999``.)"""
         for agg, k in ((e.left, e.right), (e.right, e.left)):
             if not (isinstance(agg, ast.Agg) and isinstance(k, ast.IntLit) and agg.arg is not None):
                 continue
-            if agg.func not in ("FIRST", "MIN", "MAX") or k.value in (0, 1):
+            if agg.func not in ("FIRST", "LAST", "MIN", "MAX") or k.value in (0, 1):
                 continue
             if self.tuple.field(agg.arg.name).kind not in ("int", "uint", "timestamp"):
                 continue
