@@ -170,8 +170,8 @@ class RegisterPlan:
     ``func`` is COUNT (the match length so far, no field), FIRST, LAST, MIN, MAX or SUM of ``field``;
     with a ``scale`` other than 1, of ``field * scale``: a DEFINE's ``MIN(price) * 1005`` is kept as
     ``MIN(price * 1005)``, the product taken from each tuple as it arrives, not from the register in
-    the partial-match update (a FIRST by any constant; a MIN or MAX by a positive one, which keeps
-    the order).
+    the partial-match update (a FIRST or LAST by any constant; a MIN or MAX by a positive one, which
+    keeps the order).
     """
 
     func: str

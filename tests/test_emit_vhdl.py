@@ -235,12 +235,14 @@ def test_partial_match_queries_get_a_core_with_named_registers(query, partitione
 
 def test_scaled_registers_get_names_of_their_own(tmp_path):
     # MIN(v) * 3 in DEFINE is the register min_v_x3 (scale 3 in the sidecar), as is MIN of the field
-    # v_x3: the VHDL names them apart; FIRST(d) * -2 is first_d_xm2
+    # v_x3: the VHDL names them apart; FIRST(d) * -2 is first_d_xm2, LAST(d) * -3 last_d_xm3 (signed)
     text = compile_vhdl(SCALED, tmp_path / "top.vhd", "--partitioner", "table", "--partitions", "8")
     side = json.loads((tmp_path / "top.json").read_text())
     regs = side["queries"][0]["registers"]
     assert [(r["name"], r.get("scale")) for r in regs[:3]] == [("min_v_x3", 3), ("min_v_x3", None),
                                                                ("first_d_xm2", -2)]
+    last = [r for r in side["queries"][1]["registers"] if r["name"] == "last_d_xm3"]
+    assert [(r["scale"], r["signed"]) for r in last] == [(-3, True)]
     assert re.search(r"^  signal A_min_v_x3\b", text, re.M) and re.search(r"^  signal A_min_v_x3_1\b", text, re.M)
 
 

@@ -408,8 +408,8 @@ def test_keys_in_turn_at_a_tuple_a_cycle(keys, within):
     # `keys` keys in turn, a tuple every cycle: each tuple's partial matches come from the write of the
     # one `keys` ahead: the core's own lookahead (1), the table's older writes (2 to 7: a partial-match
     # core's table relays its write to the banks, a cycle later), block RAM (8, 13: other keys' ways in
-    # the bucket that no write ahead touched). Without WITHIN nothing goes
-    # stale and the table picks the key's older write at stage 3; with it, at 4
+    # the bucket that no write ahead touched). With WITHIN entries go stale, which the table also
+    # judges at stage 3 (against the key's time), as it picks the key's state there
     rng = random.Random(keys)
     pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("F"), ast.Var("M"))), 1, None),
                        ast.Var("S"), ast.Repeat(ast.Var("L"), 0, 1), ast.Var("N")))

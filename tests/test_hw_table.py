@@ -388,8 +388,8 @@ def test_within_frees_expired_entries_for_others():
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.sampled_from([(4, 1), (16, 2), (16, 4), (64, 4), (256, 1)]),
-       st.sampled_from([0.0, 0.3]), st.sampled_from([0, 1, 3, 8]), st.booleans(), st.booleans())
-def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, window, ahead, ice40):
+       st.sampled_from([0.0, 0.3]), st.sampled_from([0, 1, 3, 8]), st.booleans(), st.booleans(), st.booleans())
+def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, window, ahead, ice40, wide):
     # WITHIN: whether an entry is stale is decided a stage before the lookup, from block RAM's word,
     # each older write and the newest as it is formed; keys of a few buckets back to back, times that
     # mostly rise (and now and then fall), entries cleared now and then, so that keys find their own
@@ -403,33 +403,43 @@ def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, windo
         t = max(0, t + rng.choice([0, 0, 1, 1, 2, 5, 12, -3]))
         times.append(t)
 
-    def update(key, state):
-        return 0 if rng.random() < 0.15 else count_up(key, state)
+    def update(key, state):  # (wide: a state of 100 bits, all moving, whose select lines are copied)
+        if rng.random() < 0.15:
+            return 0
+        return (state * 3 + key + 1) % (1 << 100) | 1 if wide else count_up(key, state)
 
-    dut = TablePartitioner(entries, 8, 8, ways=ways, expiry_width=12, bank_depth=16 if entries > 16 else None,
-                           early_key=2 if ahead else 0, en_ahead=ahead, relay=ahead and entries > 16)
+    dut = TablePartitioner(entries, 8, 100 if wide else 8, vector_width=8, ways=ways, expiry_width=12,
+                           bank_depth=16 if entries > 16 else None, early_key=2 if ahead else 0, en_ahead=ahead,
+                           relay=ahead and entries > 16)
     seen, _ = drive(dut, keys, update, stall, seed, Ice40() if ice40 else None, times=times, window=window)
     assert len(seen) == len(keys)
 
 
-@pytest.mark.parametrize("entries, ways, ahead, stall", [(8, 4, False, 0.0), (8, 2, True, 0.2), (256, 1, True, 0.1),
-                                                        (16, 1, False, 0.3)])
-def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall):
-    # --evict-after: an entry is stale once older than half the epoch range (2,048 epochs of one
-    # enabled cycle here), judged a stage before the lookup against the epoch it will be then; keys
-    # take entries, a quiet key (no state) ages them past it, and keys then take, find or lose them
-    # (some are touched now and then, so they stay live)
+@pytest.mark.parametrize("entries, ways, ahead, stall, evict_after, within", [
+    (8, 4, False, 0.0, 30, False), (8, 2, True, 0.2, 30, False), (256, 1, True, 0.1, 30, False),
+    (16, 1, False, 0.3, 30, False),
+    (8, 4, True, 0.1, 4096, False),  # an epoch of two enabled cycles
+    (8, 2, False, 0.1, 30, True), (64, 4, True, 0.2, 30, True)])  # and WITHIN beside it
+def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall, evict_after, within):
+    # --evict-after: an entry is stale once older than half the epoch range (2,048 epochs),
+    # judged a stage before the lookup against the epoch it will be then; keys take entries, a
+    # quiet key (no state) ages them past it, and keys then take, find or lose them (some are
+    # touched now and then, so they stay live). With WITHIN too, an entry is stale either way.
     rng = random.Random(entries + ways)
     first = [rng.randrange(256) for _ in range(24)]
-    keys = first + [first[i % 4] if i % 300 == 0 else 7 for i in range(2100)] + \
+    period = max(1, evict_after // 2048)
+    keys = first + [first[i % 4] if i % 300 == 0 else 7 for i in range(2100 * period)] + \
         [rng.choice(first + [rng.randrange(256)]) for _ in range(120)]
+    # (WITHIN: times that rise slowly, so that some entries expire by time before they age)
+    times = [i // 40 for i in range(len(keys))] if within else None
 
     def update(key, state):
         return 0 if key == 7 or rng.random() < 0.1 else count_up(key, state)
 
-    dut = TablePartitioner(entries, 8, 8, ways=ways, evict_after=30, early_key=2 if ahead else 0, en_ahead=ahead)
-    assert dut._period == 1
-    drive(dut, keys, update, stall, seed=entries)
+    dut = TablePartitioner(entries, 8, 8, ways=ways, evict_after=evict_after, expiry_width=16 if within else None,
+                           early_key=2 if ahead else 0, en_ahead=ahead)
+    assert dut._period == period
+    drive(dut, keys, update, stall, seed=entries, times=times, window=20)
 
 
 @pytest.mark.parametrize("inserted", [False, True], ids=["domain-reset", "reset-inserter"])

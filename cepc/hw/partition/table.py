@@ -37,7 +37,7 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
    registered, with whether each way is in use and holds the key; whether the six writes ahead wrote this
    bucket, and whether they were this key, is decided from registers (for those two or more ahead, and
    which ways they touched, at stage 2 already, so stage 3 picks the newest from flip-flops);
-4. each way's flags (in use, the key's, its expiry or stamp) are patched with the newest of those
+4. each way's flags (in use, the key's, whether it is stale) are patched with the newest of those
    writes (block RAM did not have them when it was read) and the key's entry is found; its state,
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
    that way; the caller's ``next_state`` is registered as the write. Which write holds the key's
