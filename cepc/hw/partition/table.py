@@ -771,8 +771,21 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += w0["keep"].eq(0)
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
-        if stale_free:  # the next key's picks: the writes ahead of it as they will be once it is at stage 4
-            ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
+        # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
+        # each way the newest of them but the one being formed that touched it (those are registers now),
+        # with its flags: the lookup patches with that, then w0
+        ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
+        older3 = []  # per way: (the write one ahead touched it, those later did, either did, its keep, the key's)
+        for w in range(W):
+            one = bucket3[1] & ways3[1][w]
+            later = [touch3r[j][w] for j in range(2, forward)]
+            flags = (Cat(one, *later).any(),
+                     newest_of(one, later, [writes[j - 1]["keep"] for j in range(1, forward)], Const(0)),
+                     newest_of(one, later, [key3[j] for j in range(1, forward)], Const(0)))
+            with m.If(self.en):
+                m.d.sync += [older_any[w].eq(flags[0]), older_used[w].eq(flags[1]), older_own[w].eq(flags[2])]
+            older3.append((one, later, *flags))
+        if stale_free:  # the next key's picks
             # (target: a hit's or a free one. Nothing is stale, so "a hit or a free way" is "some way
             # free or the key's": the flags, without the first-of priorities that pick the way)
             placed = Cat(*(~used[w] | own[w] for w in range(W))).any()
@@ -787,24 +800,7 @@ class TablePartitioner(wiring.Component):
                 picks_next = [used3[0] & ~touched3[0]]
             else:
                 picks_next = [used3[w] & tagged3[w] & ~touched3[w] for w in range(W)]
-            with m.If(self.en):
-                m.d.sync += [pick.eq(d) for pick, d in zip(picks, picks_next)]
-            for copy in select_copies:  # (each moves with the registers it copies)
-                m.d.comb += copy.d.eq(Cat(newest_next, *picks_next))
-            # and, for each way, the newest of the writes ahead but the one being formed that touched it
-            # (those are registers now), with its flags: the lookup patches with the newest (then w0)
-            for w in range(W):
-                one = bucket3[1] & ways3[1][w]
-                later = [touch3r[j][w] for j in range(2, forward)]
-                with m.If(self.en):
-                    m.d.sync += [
-                        older_any[w].eq(Cat(one, *later).any()),
-                        older_used[w].eq(newest_of(one, later, [writes[j - 1]["keep"] for j in range(1, forward)],
-                                                   Const(0))),
-                        older_own[w].eq(newest_of(one, later, [key3[j] for j in range(1, forward)], Const(0))),
-                    ]
         else:  # the same, with entries that go stale
-            ways3 = [Cat(*target)] + [wr["ways"] for wr in writes[:-1]]
             # whether the write one ahead is the key's, as it will be once the key is at stage 4
             m.d.comb += older_one.eq(bucket3[1] & key3[1] & writes[0]["ways"].any())
             # the epoch at the lookup of the key now at stage 3 (after the next enabled edge)
@@ -822,35 +818,30 @@ class TablePartitioner(wiring.Component):
             # epoch later: only after half the epoch range)
             w0_stale_next = (self.next_expiry < self.next_now) if self._xw else Const(0)
             older_stale_of = [stale_at(*fields(writes[j - 1]["entry"])[2:]) for j in range(1, forward)]
-            own_live3, older_any3 = [], []
-            for w in range(W):
-                one = bucket3[1] & ways3[1][w]
-                later = [touch3r[j][w] for j in range(2, forward)]
-                touched = Cat(one, *later).any()
-                u = newest_of(one, later, [writes[j - 1]["keep"] for j in range(1, forward)], Const(0))
-                o = newest_of(one, later, [key3[j] for j in range(1, forward)], Const(0))
+            own_live3 = []
+            for w, (one, later, touched, u, o) in enumerate(older3):
                 stale_older = newest_of(one, later, older_stale_of, Const(0))
                 stale_bram = stale_at(*fields(word3[w])[2:])
                 with m.If(self.en):
-                    m.d.sync += [older_any[w].eq(touched), older_used[w].eq(u), older_own[w].eq(o),
-                                 older_stale[w].eq(stale_older), stale4[w].eq(stale_bram)]
+                    m.d.sync += [older_stale[w].eq(stale_older), stale4[w].eq(stale_bram)]
                 # the way's flags, as the lookup will see them but for w0
                 tag_ok = tagged3[w] if self.tag_width else Const(1)
                 own_live3.append(Mux(touched, u & o & ~stale_older, used3[w] & tag_ok & ~stale_bram))
-                older_any3.append(touched)
             # w0, formed now, is the key's and live at its lookup (the key's entry then is w0's); else a
             # way w0 does not touch, where the key is held, live: the newest older write's if one touched
             # it (the key's own, as only its own writes leave a way it holds), else block RAM's word.
             # (A key is held at most once: see `hits`.)
             touched0 = [bucket3[0] & ways3[0][w] for w in range(W)]
+            older_any3 = [touched for _, _, touched, _, _ in older3]
             newest_next = bucket3[0] & key3[0] & keep & Cat(*target).any() & ~w0_stale_next
             picks_next = [Cat(*(~touched0[w] & older_any3[w] & own_live3[w] for w in range(W))).any()] + \
                 [~touched0[w] & ~older_any3[w] & own_live3[w] for w in range(W)]
             with m.If(self.en):
                 m.d.sync += [w0_stale.eq(w0_stale_next), pick_newest.eq(newest_next)]
-                m.d.sync += [pick.eq(d) for pick, d in zip(picks, picks_next)]
-            for copy in select_copies:  # (each moves with the registers it copies)
-                m.d.comb += copy.d.eq(Cat(newest_next, *picks_next))
+        with m.If(self.en):
+            m.d.sync += [pick.eq(d) for pick, d in zip(picks, picks_next)]
+        for copy in select_copies:  # (each moves with the registers it copies)
+            m.d.comb += copy.d.eq(Cat(newest_next, *picks_next))
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter). Without WITHIN
         # or `evict_after` nothing goes stale: `evicted` stays 0 (and the caller's counter with it,
