@@ -17,6 +17,8 @@ from .hw.devices import DEFAULT_DEVICE, DEVICES
 from .plan import DEFAULT_MAX_LENGTH
 from .synth.flow import ROUTER_CHOICES
 
+UPDATE_CYCLES = ("auto", "1", "2")  # --update-cycles (cepc.hw.top.update_cycles_for)
+
 
 def _load(path: str):
     """Parse and check a query file, printing its warnings to stderr."""
@@ -150,10 +152,13 @@ def cmd_compile(args) -> int:
     device = sizing.DEVICES[args.device]
     choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
     print(sizing.describe(choice, device, design), file=sys.stderr)
+    cycles = _update_cycles(design, choice.partitioner, args.update_cycles, hdl == "vhdl")
     top = Top(design, bus_width=args.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
-              evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder)
+              evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder, update_cycles=cycles)
     options = {"bus_width": args.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
                "device": args.device, "automaton": args.automaton}
+    if top.update_cycles == 2:
+        options["update_cycles"] = 2
     if args.automaton == "dfa":
         options["dfa_encoding"] = args.dfa_encoding
         for q in design.queries:
@@ -167,6 +172,8 @@ def cmd_compile(args) -> int:
         options["max_match_length"] = args.max_match_length
     side = emit(design, top, Path(args.output), hdl, args.top, options)
     rate = "one tuple every other cycle" if top.pipelined else "one tuple per cycle"
+    if top.update_cycles == 2:
+        rate += " (two-cycle update: a tuple of the bucket of the one before waits a cycle)"
     print(f"{args.output}: {hdl}, top {args.top}, {len(design.queries)} quer{'y' if len(design.queries) == 1 else 'ies'}, "
           f"{choice.partitions} partitions ({choice.partitioner}), {args.bus_width}-bit input, {rate}, "
           f"latency {top.latency} cycles; layout in {side} ({time.perf_counter() - t0:.2f} s)", file=sys.stderr)
@@ -205,7 +212,7 @@ def cmd_synth(args) -> int:
                              baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
                              evict_after=args.evict_after,
                              max_length=args.max_match_length, seed=args.seed, router=args.router,
-                             allow_timing_fail=args.allow_timing_fail)
+                             allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles)
     t0 = time.perf_counter()
     with console.status(f"synthesising {args.query} for {args.board}") as status:
         def progress(step):
@@ -307,6 +314,19 @@ def cmd_gen(args) -> int:
 # --- argument parsing ----------------------------------------------------------------------
 
 
+def _update_cycles(design, partitioner: str, asked: str, vhdl: bool = False) -> int:
+    """--update-cycles as the top takes it: the VHDL back end has the one-cycle update only."""
+    from .hw.top import update_cycles_for
+
+    if vhdl:
+        if asked == "2":
+            raise UsageError("--update-cycles 2 is not in the VHDL back end yet: use 1 (or auto)")
+        return 1
+    if asked == "2" and partitioner != "table":
+        raise UsageError("--update-cycles 2 is the table partitioner's (--partitioner table)")
+    return update_cycles_for(design, partitioner, asked)
+
+
 def _partition_options(c) -> None:
     c.add_argument("--partitioner", choices=["auto", "table", "pipeline"], default="auto",
                    help="stream partitioner: table (block RAM, one tuple per cycle) or pipeline (Woods et al. §6, "
@@ -316,6 +336,11 @@ def _partition_options(c) -> None:
                    help="concurrent partitions per query (default: auto; the pipeline's default is 16)")
     c.add_argument("--device", choices=sorted(DEVICES), default=DEFAULT_DEVICE,
                    help=f"target device, for sizing the partition tables (default: {DEFAULT_DEVICE})")
+    c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto",
+                   help="cycles a key's update takes in the table: 1, or 2 (its lookup and the update each "
+                        "get a cycle, for a faster clock; a tuple whose key shares a bucket with the tuple "
+                        "just before it waits a cycle); auto: 2 for queries with partial-match registers, "
+                        "1 otherwise and in VHDL (default: auto)")
 
 
 def _automaton_options(c) -> None:
@@ -422,6 +447,7 @@ def _parser() -> argparse.ArgumentParser:
                         "pipeline, 256 on ULX3S-85F, 16 on iCEBreaker)")
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
+    c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto", help="as for compile (default: auto)")
     c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")
     c.add_argument("--router", choices=ROUTER_CHOICES, default="auto",
                    help="nextpnr's router; auto: on ECP5 router2, then router1 if router2 congests; on "

@@ -51,6 +51,7 @@ class SimOptions:
     automaton: str = "nfa"  # or dfa (--automaton)
     dfa_encoding: str = "onehot"
     decoder: bool = True  # False: --no-decoder
+    update_cycles: str = "auto"  # --update-cycles: auto, 1 or 2
     build_root: Path = field(default_factory=lambda: Path("build") / "sim")
     timing: bool = False  # record the cycles of packet ends and records (SimResult.timing)
 
@@ -161,10 +162,15 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
             raise UsageError(unsupported(design, opts.decoder))
     choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
                            evict=bool(opts.evict_after))
+    from .cli import _update_cycles
+
+    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles, opts.simulator == "ghdl")
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
-              evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder)
+              evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder, update_cycles=cycles)
     options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
                "automaton": opts.automaton}
+    if top.update_cycles == 2:
+        options["update_cycles"] = 2
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
     if opts.max_length:
@@ -379,7 +385,8 @@ def main_sim(args) -> int:
                       device=args.device, evict_after=args.evict_after,
                       max_length=args.max_match_length, packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
                       seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator,
-                      automaton=args.automaton, dfa_encoding=args.dfa_encoding, decoder=not args.no_decoder)
+                      automaton=args.automaton, dfa_encoding=args.dfa_encoding, decoder=not args.no_decoder,
+                      update_cycles=args.update_cycles)
     if args.no_decoder and args.automaton == "dfa":
         raise UsageError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
     result = simulate(checked, frame, opts)

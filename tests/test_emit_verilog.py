@@ -121,3 +121,25 @@ def test_max_match_length_must_be_positive(tmp_path, capsys):
     assert main(["compile", str(ROOT / "examples/mshape/mshape.sql"), "-o", str(tmp_path / "t.v"),
                  "--max-match-length", "0"]) == 1
     assert capsys.readouterr().err.strip() == "error: --max-match-length must be at least 1, not 0"
+
+
+def test_the_update_cycles_option(tmp_path, capsys):
+    # auto: the two-cycle update for a keyed query with partial-match registers (mshape), else one
+    # (marathon); the VHDL back end has the one-cycle update only, and the pipeline partitioner none
+    def compile_(query, *args, out="t.v"):
+        code = main(["compile", str(ROOT / "examples" / query), "-o", str(tmp_path / out), *args])
+        return code, capsys.readouterr().err
+
+    for query, args, cycles in [("mshape/mshape.sql", [], 2), ("mshape/mshape.sql", ["--update-cycles", "1"], 1),
+                                ("marathon/marathon.sql", [], 1), ("marathon/marathon.sql", ["--update-cycles", "2"], 2)]:
+        code, err = compile_(query, *args)
+        side = json.loads((tmp_path / "t.json").read_text())
+        assert code == 0 and side["options"].get("update_cycles", 1) == cycles, (query, args)
+        assert side["latency_cycles"] == 10 + cycles and ("two-cycle update" in err) == (cycles == 2)
+    code, err = compile_("mshape/mshape.sql", out="t.vhd")  # (auto: one cycle in VHDL)
+    assert code == 0 and "update_cycles" not in json.loads((tmp_path / "t.json").read_text())["options"]
+    for args, message in [(["--update-cycles", "2"], "error: --update-cycles 2 is not in the VHDL back end yet"),
+                          (["--partitioner", "pipeline", "--update-cycles", "2"],
+                           "error: --update-cycles 2 is the table partitioner's")]:
+        code, err = compile_("mshape/mshape.sql", *args, out="t.vhd" if len(args) == 2 else "t.v")
+        assert code == 1 and err.strip().splitlines()[-1].startswith(message), err

@@ -106,16 +106,16 @@ def tails() -> st.SearchStrategy:
        st.booleans(),
        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 255), st.integers(-128, 127),
                           st.integers(0, 3)), min_size=1, max_size=60),
-       st.sampled_from(["pipeline", "table"]), st.integers(0, 2**16), st.sampled_from([40, 256]))
+       st.sampled_from(["pipeline", "table", "table2"]), st.integers(0, 2**16), st.sampled_from([40, 256]))
 def test_random_aggregate_queries_match_the_reference(head, tail, after, within, measures, rows, partitioner,
                                                       seed, bus_width):
     # the head keeps aggregates off the transitions that begin a match (a checker rule). A 256-bit
     # bus brings a tuple a cycle (the 14-byte tuple takes three 40-bit beats), so keys follow each
-    # other back to back, and at every distance the table forwards
+    # other back to back, and at every distance the table forwards (table2: its two-cycle update)
     text = query(ast.Seq((head, tail)), after, within, MEASURES if measures else "")
     checked = check(parse(text))
     hwsim.run_and_compare(checked, stream(rows), bus_width=bus_width, partitions=4, stall=0.2, backpressure=0.3,
-                          seed=seed, partitioner=partitioner)
+                          seed=seed, partitioner=partitioner.rstrip("2"), update_cycles=2 if partitioner == "table2" else 1)
 
 
 def test_a_wide_bucket_simulates():
@@ -287,7 +287,7 @@ def test_an_aggregate_times_a_constant_in_define_is_a_register_of_its_own():
     assert {(r.name, r.width) for r in f5.registers} >= {("min_price_x1005", 42), ("min_price", 32)}
 
 
-@pytest.mark.parametrize("partitioner", ["pipeline", "table"])
+@pytest.mark.parametrize("partitioner", ["pipeline", "table", "table2"])
 def test_within_frees_partitions_that_can_never_match_again(partitioner):
     # keys that stall mid-match hold an element; with WITHIN it is freed once the window has passed
     # for the key's last tuple, so 12 keys fit 6 elements with no drop and the results stay exact
@@ -297,13 +297,15 @@ def test_within_frees_partitions_that_can_never_match_again(partitioner):
             rows += [(key, 0, 0, 0, 1), (key, 1, 0, 0, 1)] + ([(key, 2, 0, 0, 1)] if key % 2 == 0 else [])
     pattern = "PARTITION BY k {} PATTERN (A B* C) DEFINE A AS c = 'a', B AS c = 'b', C AS c = 'c';"
     checked = check(parse(SCHEMA + pattern.format("WITHIN 10")))
-    result = hwsim.run_and_compare(checked, stream(rows), bus_width=64, partitions=6, partitioner=partitioner)
+    result = hwsim.run_and_compare(checked, stream(rows), bus_width=64, partitions=6, partitioner=partitioner.rstrip("2"),
+                                   update_cycles=2 if partitioner == "table2" else 1)
     assert result.counters["evicted"] > 0 and len(result.records) == 18
     # without WITHIN the stalled keys keep their elements and later tuples spill
     plain = check(parse(SCHEMA + pattern.format("")))
     design = lower(plain)
     data = b"".join(design.tuple.to_bytes(r) for r in stream(rows).to_dict("records"))
-    spilled = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=6, partitioner=partitioner)
+    spilled = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=6, partitioner=partitioner.rstrip("2"),
+                             update_cycles=2 if partitioner == "table2" else 1)
     assert spilled.counters["dropped"] > 0
 
 
@@ -402,26 +404,31 @@ def test_lookahead_on_the_examples():
         assert _lookahead_agrees(check(parse_file(ROOT / "examples" / name)), rows, 1) > 100, name
 
 
+@pytest.mark.parametrize("update_cycles", [1, 2])
 @pytest.mark.parametrize("within", [None, 40])
 @pytest.mark.parametrize("keys", [1, 2, 3, 5, 7, 8, 13])
-def test_keys_in_turn_at_a_tuple_a_cycle(keys, within):
+def test_keys_in_turn_at_a_tuple_a_cycle(keys, within, update_cycles):
     # `keys` keys in turn, a tuple every cycle: each tuple's partial matches come from the write of the
     # one `keys` ahead: the core's own lookahead (1), the table's older writes (2 to 7: a partial-match
     # core's table relays its write to the banks, a cycle later), block RAM (8, 13: other keys' ways in
     # the bucket that no write ahead touched). With WITHIN entries go stale, which the table also
-    # judges at stage 3 (against the key's time), as it picks the key's state there
+    # judges at stage 3 (against the key's time), as it picks the key's state there. With the two-cycle
+    # update a key's tuple waits a cycle behind one of its bucket (one key: a tuple every other
+    # cycle); with more, each reads the write of the one `keys` ahead, block RAM's or the table's
+    # conditions computed at the lookup from its newest write (2)
     rng = random.Random(keys)
     pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("F"), ast.Var("M"))), 1, None),
                        ast.Var("S"), ast.Repeat(ast.Var("L"), 0, 1), ast.Var("N")))
     checked = check(parse(query(pattern, "CONTINUE", within)))
     rows = [(i % keys, rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1) for i in range(max(160, 24 * keys))]
     result = hwsim.run_and_compare(checked, stream(rows), bus_width=256, partitions=max(8, 2 * keys), seed=keys,
-                                   partitioner="table")
+                                   partitioner="table", update_cycles=update_cycles)
     assert len(result.records) >= 20
 
 
+@pytest.mark.parametrize("update_cycles", [1, 2])
 @pytest.mark.parametrize("after", ["SKIP PAST LAST ROW", "CONTINUE"])
-def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after):
+def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after, update_cycles):
     # The table's top computes a tuple's products (v * 4, v * 5, w * 2, and the scaled registers'
     # v * 3 ... : TupleTerms) a stage early and carries them beside the tuple; a key's tuples back to
     # back (a 256-bit bus: a tuple a cycle) read them for their own update and for the tuple behind
@@ -438,10 +445,12 @@ def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after):
     frame = stream([(rng.randrange(3), rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1)
                     for _ in range(400)])
     assert len(expected_rows(checked, frame)) >= 30
-    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=2)
+    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=2,
+                          update_cycles=update_cycles)
 
 
-def test_scaled_registers_and_carried_terms_of_two_queries_match_the_reference():
+@pytest.mark.parametrize("update_cycles", [1, 2])
+def test_scaled_registers_and_carried_terms_of_two_queries_match_the_reference(update_cycles):
     # tests/fixtures/vhdl/scaled.sql: a scaled register named as another register is, a FIRST by a
     # negative constant, WITHIN's earliest start carried; and a query named a_terms beside a (each
     # part of the top takes a copy of `en` named after it)
@@ -454,4 +463,30 @@ def test_scaled_registers_and_carried_terms_of_two_queries_match_the_reference()
                           "v": [rng.randrange(256) for _ in range(500)], "v_x3": [rng.randrange(256) for _ in range(500)]})
     want = expected_rows(checked, frame)
     assert {row[2] for row in want} == {"a", "a_terms"} and len(want) >= 30
-    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=1)
+    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=1,
+                          update_cycles=update_cycles)
+
+
+@pytest.mark.parametrize("name", ["mshape/mshape.sql", "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
+                                  "finance/finance5/finance5.sql"])
+def test_the_examples_with_the_two_cycle_update(name):
+    # The two-cycle update (update_cycles 2: what `cepc synth` builds on a large die): the table's
+    # lookup registered, the core's update a cycle later, the newest write's conditions computed at
+    # the lookup; a tuple of the bucket of the one just before it waits a cycle. Three symbols'
+    # random walks, a tuple a cycle (a 256-bit bus), one symbol's trades now and then in a run.
+    from oracle import expected_rows
+
+    checked = check(parse_file(ROOT / "examples" / name))
+    rng = random.Random(len(name))
+    prices = {"IBM": 10000, "ACME": 5000, "XYZ": 700}
+    rows, t = [], 0
+    while len(rows) < 500:
+        symbol = rng.choice(list(prices))
+        for _ in range(rng.choice([1, 1, 1, 2, 4])):  # runs of one symbol: back to back, held
+            t += rng.randrange(1, 900)
+            prices[symbol] = max(100, prices[symbol] + rng.choice([-30, -9, -3, 0, 2, 5, 11, 40]))
+            rows.append({"time": t, "symbol": symbol, "price": prices[symbol], "volume": rng.randrange(6000)})
+    frame = pd.DataFrame(rows)
+    assert len(expected_rows(checked, frame)) >= 5
+    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=64, partitioner="table", update_cycles=2,
+                          backpressure=0.2, seed=4)

@@ -96,7 +96,9 @@ class WithinModel:
 class Ahead(Elaboratable):
     """A table wired as the top wires it: ``next_key`` is its key two enabled cycles ahead (the key
     and ``inject`` given here reach the table two enabled cycles later), and ``en_next`` is ``en``
-    a cycle ahead (``en`` given here is the table's after the next edge)."""
+    a cycle ahead (``en`` given here is the table's after the next edge). With the two-cycle update
+    (``lag``) it keeps a key of the bucket of the one just before back for a cycle, as the top does
+    (``ready`` low: the key given is not taken)."""
 
     def __init__(self, dut: TablePartitioner, platform=None, window: int = 0):
         assert dut.early_key in (0, 2)
@@ -105,6 +107,7 @@ class Ahead(Elaboratable):
         # WITHIN: the key's time, carried beside it as the top carries its tuple: the table reads the
         # time one stage behind its lookup (next_now) and its lookup's time plus the window (next_expiry)
         self.time = Signal(len(dut.next_now))
+        self.ready = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -124,17 +127,28 @@ class Ahead(Elaboratable):
         if dut.early_key == 2:
             line = [(Signal(len(dut.key), name=f"key{i}"), Signal(name=f"inject{i}"), Signal(len(time), name=f"time{i}"))
                     for i in range(2)]
+            # (lag) the keys at line[0] and line[1] share a bucket: line[0]'s waits a cycle, line[1]
+            # gets a bubble. Registered, as the top does, from the key taken into line[0] and the one
+            # there now, which the table compares (`adjacent`)
+            hold = Signal()
+            if dut.lag:
+                with m.If(dut.en):
+                    m.d.sync += hold.eq(self.inject & self.ready & line[0][1] & ~hold & dut.adjacent)
+                m.d.comb += dut.hold.eq(hold)
+            m.d.comb += self.ready.eq(~hold)
             with m.If(dut.en):
-                m.d.sync += [line[0][0].eq(self.key), line[0][1].eq(self.inject), line[0][2].eq(self.time),
-                             line[1][0].eq(line[0][0]), line[1][1].eq(line[0][1]), line[1][2].eq(line[0][2])]
+                with m.If(~hold):
+                    m.d.sync += [line[0][0].eq(self.key), line[0][1].eq(self.inject), line[0][2].eq(self.time)]
+                m.d.sync += [line[1][0].eq(line[0][0]), line[1][1].eq(line[0][1] & ~hold), line[1][2].eq(line[0][2])]
             m.d.comb += [dut.next_key.eq(self.key), dut.key.eq(line[1][0]), dut.inject.eq(line[1][1])]
             time = line[1][2]
         else:
-            m.d.comb += [dut.key.eq(self.key), dut.inject.eq(self.inject)]
-        times = [Signal(len(time), name=f"time_stage{i}") for i in range(1, DEPTH + 1)]  # beside k1 … k4
+            m.d.comb += [dut.key.eq(self.key), dut.inject.eq(self.inject), self.ready.eq(1)]
+        times = [Signal(len(time), name=f"time_stage{i}") for i in range(1, dut.depth + 1)]  # beside k1 … k4 (k5)
         with m.If(dut.en):
             m.d.sync += [t.eq(d) for t, d in zip(times, [time] + times[:-1])]
-        m.d.comb += [dut.next_now.eq(times[DEPTH - 2]), dut.next_expiry.eq(times[DEPTH - 1] + self.window)]
+        # (the time at stage 3; the written key's, at stage 4, or 5 with `lag`)
+        m.d.comb += [dut.next_now.eq(times[DEPTH - 2]), dut.next_expiry.eq(times[-1] + self.window)]
         return m
 
 
@@ -175,7 +189,7 @@ def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, se
                 ctx.set(top.key, pending[0])
                 if times is not None:
                     ctx.set(top.time, times[len(keys) - len(pending)])
-                if en:
+                if en and ctx.get(top.ready):
                     pending.pop(0)
             else:
                 ctx.set(top.inject, 0)
@@ -183,7 +197,8 @@ def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, se
             if ctx.get(dut.out_valid) and en:
                 k, s, h, f = (ctx.get(dut.out_key), ctx.get(dut.out_state), ctx.get(dut.out_hit),
                               ctx.get(dut.out_free))
-                epoch = (edges // dut._period) % (1 << STAMP_BITS) if dut._period else 0
+                # (the epoch of the lookup: with `lag`, an enabled edge before the write's stage)
+                epoch = ((edges - dut.lag) // dut._period) % (1 << STAMP_BITS) if dut._period else 0
                 if not stales:
                     assert (s, bool(h), bool(f)) == model.lookup(k), f"key {k} at tuple {len(seen)}"
                 else:
@@ -388,12 +403,14 @@ def test_within_frees_expired_entries_for_others():
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.sampled_from([(4, 1), (16, 2), (16, 4), (64, 4), (256, 1)]),
-       st.sampled_from([0.0, 0.3]), st.sampled_from([0, 1, 3, 8]), st.booleans(), st.booleans(), st.booleans())
-def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, window, ahead, ice40, wide):
+       st.sampled_from([0.0, 0.3]), st.sampled_from([0, 1, 3, 8]), st.booleans(), st.booleans(), st.booleans(),
+       st.booleans())
+def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, window, ahead, ice40, wide, lag):
     # WITHIN: whether an entry is stale is decided a stage before the lookup, from block RAM's word,
     # each older write and the newest as it is formed; keys of a few buckets back to back, times that
     # mostly rise (and now and then fall), entries cleared now and then, so that keys find their own
-    # entries live and stale, others' stale entries to take, and full buckets
+    # entries live and stale, others' stale entries to take, and full buckets; with the key ahead,
+    # also with the two-cycle update (`lag`)
     rng = random.Random(seed)
     entries, ways = shape
     hot = [rng.randrange(256) for _ in range(6)]
@@ -410,17 +427,19 @@ def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, windo
 
     dut = TablePartitioner(entries, 8, 100 if wide else 8, vector_width=8, ways=ways, expiry_width=12,
                            bank_depth=16 if entries > 16 else None, early_key=2 if ahead else 0, en_ahead=ahead,
-                           relay=ahead and entries > 16)
+                           relay=ahead and entries > 16, lag=ahead and lag)
     seen, _ = drive(dut, keys, update, stall, seed, Ice40() if ice40 else None, times=times, window=window)
     assert len(seen) == len(keys)
 
 
-@pytest.mark.parametrize("entries, ways, ahead, stall, evict_after, within", [
-    (8, 4, False, 0.0, 30, False), (8, 2, True, 0.2, 30, False), (256, 1, True, 0.1, 30, False),
-    (16, 1, False, 0.3, 30, False),
-    (8, 4, True, 0.1, 4096, False),  # an epoch of two enabled cycles
-    (8, 2, False, 0.1, 30, True), (64, 4, True, 0.2, 30, True)])  # and WITHIN beside it
-def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall, evict_after, within):
+@pytest.mark.parametrize("entries, ways, ahead, stall, evict_after, within, lag", [
+    (8, 4, False, 0.0, 30, False, False), (8, 2, True, 0.2, 30, False, False), (256, 1, True, 0.1, 30, False, False),
+    (16, 1, False, 0.3, 30, False, False),
+    (8, 4, True, 0.1, 4096, False, False),  # an epoch of two enabled cycles
+    (8, 2, False, 0.1, 30, True, False), (64, 4, True, 0.2, 30, True, False),  # and WITHIN beside it
+    # the two-cycle update: the write stamped with its lookup's epoch
+    (8, 2, True, 0.2, 30, False, True), (8, 4, True, 0.1, 4096, False, True), (64, 4, True, 0.2, 30, True, True)])
+def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall, evict_after, within, lag):
     # --evict-after: an entry is stale once older than half the epoch range (2,048 epochs),
     # judged a stage before the lookup against the epoch it will be then; keys take entries, a
     # quiet key (no state) ages them past it, and keys then take, find or lose them (some are
@@ -437,7 +456,7 @@ def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall,
         return 0 if key == 7 or rng.random() < 0.1 else count_up(key, state)
 
     dut = TablePartitioner(entries, 8, 8, ways=ways, evict_after=evict_after, expiry_width=16 if within else None,
-                           early_key=2 if ahead else 0, en_ahead=ahead)
+                           early_key=2 if ahead else 0, en_ahead=ahead, lag=lag)
     assert dut._period == period
     drive(dut, keys, update, stall, seed=entries, times=times, window=20)
 
@@ -587,3 +606,23 @@ def test_sizing_counts_the_block_rams_of_banks_ways_and_columns():
         blocks = dut.banks * dut.ways * sum(dp16kd_blocks(hi - lo, dut.bank_depth) for lo, hi in dut.columns)
         assert sizing.table_plan(design, query, n, ecp5).blocks == blocks
         assert sizing.table_plan(design, query, n, ecp5).entry_bits == dut.entry_width
+
+
+@pytest.mark.parametrize("ways, entries, depth, stall, seed, relay, platform", [
+    (1, 64, 4, 0.0, 21, False, None), (2, 64, 4, 0.3, 22, True, None), (4, 64, 4, 0.5, 23, False, None),
+    (4, 256, 64, 0.2, 24, True, None), (1, 512, 64, 0.3, 25, True, None), (2, 64, 4, 0.3, 26, False, Ice40()),
+    (1, 512, 16, 0.3, 27, False, None), (2, 256, 4, 0.4, 28, True, None), (1, 512, 512, 0.0, 29, True, None)])
+def test_a_table_whose_update_takes_two_cycles_equals_the_model(ways, entries, depth, stall, seed, relay, platform):
+    # `lag`: the lookup's results registered at stage 5, the write formed there; a key of the bucket
+    # of the key just before it waits a cycle (Ahead holds it), so each sees the other's update
+    # through the write two ahead. Hot keys and one bucket's keys back to back.
+    rng = random.Random(seed)
+    keys = [rng.choice([rng.randrange(300), rng.randrange(4), 7]) for _ in range(400)]
+
+    def update(key, state):
+        return 0 if rng.random() < 0.2 else count_up(key, state)
+
+    dut = TablePartitioner(entries, 9, 8, ways=ways, bank_depth=depth, early_key=2, en_ahead=True, relay=relay,
+                           lag=True)
+    assert dut.depth == DEPTH + 1
+    drive(dut, keys, update, stall, seed, platform)

@@ -23,15 +23,18 @@ class DelayLine(wiring.Component):
     port) followed by an output register.
     """
 
-    def __init__(self, width: int, depth: int, *, en_ahead: bool = False, ahead: bool = False):
+    def __init__(self, width: int, depth: int, *, en_ahead: bool = False, ahead: bool | int = False):
         if depth < 1:
             raise ValueError(f"delay must be at least 1, not {depth}")
-        if ahead and not 2 <= depth <= REGISTER_STAGES:
-            raise ValueError(f"only a line of 2 to {REGISTER_STAGES} registers shows its data a stage ahead")
+        if ahead and not int(ahead) + 1 <= depth <= REGISTER_STAGES:
+            raise ValueError(f"only a line of {int(ahead) + 1} to {REGISTER_STAGES} registers shows its data "
+                             f"{int(ahead)} stage{'s' if ahead > 1 else ''} ahead")
         self._width, self._depth = width, depth
         signature = {"en": In(1), "i_valid": In(1), "i_data": In(width), "o_valid": Out(1), "o_data": Out(width)}
         if ahead:  # the data of ``depth - 1`` enabled cycles before: what o_data will be after the next
             signature["o_ahead"] = Out(width)
+        if int(ahead) >= 2:  # and of ``depth - 2``: what o_ahead will be
+            signature["o_ahead2"] = Out(width)
         self.en_ahead = en_ahead
         if en_ahead:
             # what `en` will be after the next edge: on a large die a line of registers takes its enables
@@ -67,6 +70,8 @@ class DelayLine(wiring.Component):
             m.d.comb += self.o_data.eq(stages[-1])
             if "o_ahead" in self.signature.members:
                 m.d.comb += self.o_ahead.eq(stages[-2])
+            if "o_ahead2" in self.signature.members:
+                m.d.comb += self.o_ahead2.eq(stages[-3])
             return m
         # a ring of n - 1 words plus an output register: block RAM's slow clock-to-out
         # (5.6 ns on ECP5) ends in a flip-flop instead of the logic after the line

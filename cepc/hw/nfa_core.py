@@ -268,6 +268,22 @@ class Conditions:
                 n += 1
         self.width = n
 
+    def fields_read(self, known: tuple[PExpr, ...] = ()) -> list[str]:
+        """The tuple's fields the conditions read, given the values of ``known`` (its carried terms)."""
+        q, names = self._q, []
+
+        def field(name):
+            if name not in names:
+                names.append(name)
+            return Const(0, 64)
+
+        build = ExprBuilder(field, lambda r: Const(0, 64), {e: Const(0, 64) for e in known})
+        for (s, _), _ in self.holds.items():
+            build.truth(q.predicates[q.nfa.pred[s]].expr)
+        if self.extend:
+            build.value(window_start(q))
+        return names
+
     def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None) -> Value:
         """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_`` (and
         its :class:`TupleTerms`, if given: ``known``)."""
@@ -323,16 +339,20 @@ class PartialMatchCore(wiring.Component):
     tuples share a key, no comparator follows the choice of the partial match, and the update loop
     (``next`` and ``next_cond`` registered, then read back) is a few gates and a multiplexer deep
     rather than a comparator, the choice, and a multiplexer.
+
+    With ``given_cond`` alone the core takes ``cond`` and looks nowhere ahead: the table's two-cycle
+    update computes the conditions of every state it may pick, its newest write's among them.
     """
 
     def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, lookahead: bool = False,
-                 carried_terms: bool = False):
+                 carried_terms: bool = False, given_cond: bool = False):
         if not query.tracks_matches:
             raise ValueError(f"query {query.name} keeps no partial-match registers; use NfaCore")
         self._q = query
         self._layout = tuple_layout
         self.conditions = Conditions(query)
         self.lookahead = lookahead and self.conditions.width > 0
+        self.given_cond = (lookahead or given_cond) and self.conditions.width > 0
         self.tuple_terms = TupleTerms(query, tuple_layout)
         ports = {
             "state": In(query.payload_width), "preds": In(max(1, len(query.predicates))),
@@ -345,9 +365,11 @@ class PartialMatchCore(wiring.Component):
         self.carried_terms = carried_terms and self.tuple_terms.width > 0
         if self.carried_terms:
             ports["terms"] = In(self.tuple_terms.width)
+        if self.given_cond:
+            ports["cond"] = In(self.conditions.width)
         if self.lookahead:
             width = self.conditions.width
-            ports.update({"cond": In(width), "next_tuple": In(tuple_layout), "next_cond": Out(width)})
+            ports.update({"next_tuple": In(tuple_layout), "next_cond": Out(width)})
             if self.carried_terms:
                 ports["next_terms"] = In(self.tuple_terms.width)
         super().__init__(ports)
@@ -366,7 +388,7 @@ class PartialMatchCore(wiring.Component):
         active = [self.state[s] for s in range(n)]
         old = _registers(q, self.state)
         known = self.tuple_terms.unpack(self.terms) if self.carried_terms else None
-        if self.lookahead:
+        if self.given_cond:
             cond = self.cond
         else:  # a signal, so that each use of a bit is a slice of it (see `wire` below)
             cond = Signal(max(conds.width, 1), name="cond")

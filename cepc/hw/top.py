@@ -27,8 +27,8 @@ loses a tuple.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
@@ -38,7 +38,7 @@ from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .fifo import BlockRamFifo, OutputFifo
 from .framing import Framer
-from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
+from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, ident, key_width, padded, record_layout, tuple_layout
 from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleTerms
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
@@ -76,22 +76,63 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
     return width + 1, min(q.within, (1 << width) - 1)
 
 
+class CondInputs:
+    """What a table's conditions (:class:`~cepc.hw.nfa_core.Conditions`) read of a tuple, packed: the
+    fields they read and, if carried beside it (``carried``), its :class:`~cepc.hw.nfa_core.TupleTerms`.
+    The top gives the table them for the tuple at stage 2 (``cond_in``); the table registers them, on a
+    large die a copy for each state whose conditions it computes, so no one register fans out to the
+    comparators of every way and every write in flight (with the two-cycle update, mshape's critical
+    path: a 4.3 ns route from the tuple at stage 3 to an older write's comparators)."""
+
+    def __init__(self, core: PartialMatchCore, tuple_layout, carried: bool):
+        self.core, self.layout, self.carried = core, tuple_layout, carried
+        self.names = core.conditions.fields_read(core.tuple_terms.exprs if carried else ())
+        probe = Signal(tuple_layout)
+        self.widths = [len(field(probe, n)) for n in self.names]
+        self.width = max(1, sum(self.widths) + (core.tuple_terms.width if carried else 0))
+
+    def pack(self, tuple_, terms: Value | None) -> Value:
+        return Cat(*(field(tuple_, n).as_unsigned() for n in self.names), *([terms] if self.carried else []))
+
+    def conditions(self, state: Value, packed: Value) -> Value:
+        """The conditions of ``state`` for the tuple whose inputs are ``packed``."""
+        offsets, lo = {}, 0
+        for n, width in zip(self.names, self.widths):
+            offsets[ident(n)] = packed[lo:lo + width]
+            lo += width
+        # the tuple, its fields but those read zero (never read)
+        bits = Cat(*(offsets.get(name, Const(0, Shape.cast(shape).width)) for name, shape in
+                     ((name, f.shape) for name, f in self.layout)))
+        terms = self.core.tuple_terms.unpack(packed[lo:]) if self.carried else None
+        return self.core.conditions.of(state, data.View(self.layout, bits), terms)
+
+
 def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int | None = None,
                       evict_after: int | None = None, core: PartialMatchCore | None = None,
-                      tuple3: Value | None = None, terms3: dict | None = None) -> TablePartitioner:
+                      inputs: CondInputs | None = None, *, lag: bool = False) -> TablePartitioner:
     """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it).
-    With a partial-match ``core`` that looks ahead, the table computes its conditions
-    (:class:`~cepc.hw.nfa_core.Conditions`) for ``tuple3``, the tuple at stage 3 (``terms3``: its
-    :class:`~cepc.hw.nfa_core.TupleTerms`, if carried beside it)."""
+    With a partial-match ``core`` given its conditions, the table computes them
+    (:class:`~cepc.hw.nfa_core.Conditions`) for the tuple at stage 3 from ``inputs``
+    (:class:`CondInputs`); with ``lag`` (the two-cycle update) also its newest write's, at the lookup."""
     expiry = within_expiry(q, tup)[0] if q.within is not None else None
     lookahead = {}
-    if core is not None and core.lookahead:
-        lookahead = {"conditions": lambda state: core.conditions.of(state, tuple3, terms3),
-                     "cond_width": core.conditions.width}
+    if core is not None and core.given_cond:
+        lookahead = {"conditions": inputs.conditions, "cond_width": core.conditions.width,
+                     "cond_in_width": inputs.width}
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, early_key=2,
-                            en_ahead=True, relay=core is not None, **lookahead)
+                            en_ahead=True, relay=core is not None, lag=lag, **lookahead)
+
+
+def update_cycles_for(design: DesignPlan, partitioner: str, asked: str | int = "auto") -> int:
+    """Cycles a key's update takes (``--update-cycles``): 1, or 2 where the table's lookup and the
+    core's update each take a cycle (a tuple whose key shares a bucket with the tuple just before it
+    then waits a cycle). ``auto``: 2 for the table of a design with a keyed partial-match query
+    (registers, conditions: the long update that limits its clock), else 1."""
+    if str(asked) != "auto":
+        return int(asked)
+    return 2 if partitioner == "table" and any(q.key_fields and q.tracks_matches for q in design.queries) else 1
 
 
 def keyed(design: DesignPlan) -> bool:
@@ -103,12 +144,13 @@ def pipelined(design: DesignPlan, partitioner: str = "pipeline") -> bool:
     return partitioner == "pipeline" and keyed(design)
 
 
-def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "pipeline") -> int:
-    """Cycles a key spends in the partitioners: ``partitions`` for the pipeline partitioner, 3 for
-    the table, 1 when no query has PARTITION BY."""
+def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "pipeline",
+                      update_cycles: int = 1) -> int:
+    """Cycles a key spends in the partitioners: ``partitions`` for the pipeline partitioner, 4 for
+    the table (5 with the two-cycle update), 1 when no query has PARTITION BY."""
     if not keyed(design):
         return 1
-    return partitions if partitioner == "pipeline" else TABLE_DEPTH
+    return partitions if partitioner == "pipeline" else TABLE_DEPTH + update_cycles - 1
 
 
 def payload_width(design: DesignPlan, decoder: bool = True) -> int:
@@ -118,18 +160,25 @@ def payload_width(design: DesignPlan, decoder: bool = True) -> int:
     return design.tuple.nbytes * 8 + max(1, preds)
 
 
-def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline") -> int:
+def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", update_cycles: int = 1) -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
     record register 1, output FIFO 2, arbiter 1."""
-    return 7 + partitioner_depth(design, partitions, partitioner)
+    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles)
 
 
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
-                 decoder: bool = True):
+                 decoder: bool = True, update_cycles: int = 1):
         check_options(bus_width, partitions, partitioner, evict_after)
+        if update_cycles not in (1, 2):
+            raise ValueError(f"a key's update takes 1 or 2 cycles, not {update_cycles}")
+        if update_cycles == 2 and partitioner != "table":
+            raise ValueError("the two-cycle update is the table partitioner's (--partitioner table)")
+        # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
+        # with the tuple just before it waits a cycle (no effect without PARTITION BY)
+        self.update_cycles = update_cycles if keyed(design) else 1
         if not decoder and any(q.dfa is not None for q in design.queries):
             raise ValueError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
         # False (--no-decoder): the NFA cores of queries without partial-match registers evaluate each
@@ -164,12 +213,15 @@ class Top(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return latency(self.design, self.partitions, self.partitioner)
+        return latency(self.design, self.partitions, self.partitioner, self.update_cycles)
 
     def elaborate(self, platform):
         m = Module()
         design, tup = self.design, self.design.tuple
-        depth = partitioner_depth(design, self.partitions, self.partitioner)
+        depth = partitioner_depth(design, self.partitions, self.partitioner, self.update_cycles)
+        # the two-cycle update: the tables' lookups at stage 4 are registered, and the cores update
+        # at stage 5, from a register stage after the payload line (which reaches stage 4)
+        lag = self.update_cycles == 2
 
         def output_fifo(width):
             # The output FIFOs are 16 deep: off the iCE40, a write register beside LUT RAM read without
@@ -190,7 +242,12 @@ class Top(wiring.Component):
         en_next = Signal(init=1)  # what `en` will be after the next edge
         slot = Signal()
         accept = Signal()
-        m.d.comb += [framer.tuples.ready.eq(en & slot), accept.eq(framer.tuples.valid & framer.tuples.ready)]
+        # (lag) the tuples at stages 2 and 3 share a bucket of some query's table: the one at stage 2
+        # waits a cycle and stage 3 takes a bubble, so a key's update is written before the lookup of
+        # the next tuple of its bucket (a register, decided as the tuple at stage 2 was taken)
+        hold = Signal() if lag else None
+        m.d.comb += [framer.tuples.ready.eq(en & slot & ~hold if lag else en & slot),
+                     accept.eq(framer.tuples.valid & framer.tuples.ready)]
 
         # `en` fans out to every stage: on a large die each part (the front end's data registers, the
         # payload and spill path, each query's partitioner and record) takes a copy of its own (kept
@@ -217,8 +274,8 @@ class Top(wiring.Component):
         f_tuple = Signal(self.tuple_layout)  # the framer's tuple (a register): the key two stages ahead
         m.d.comb += f_tuple.eq(framer.tuples.payload[:self.tuple_layout.size])
         with m.If(en):
-            m.d.sync += a_valid.eq(accept)
-        with m.If(en_front):
+            m.d.sync += a_valid.eq(accept | hold if lag else accept)
+        with m.If(en_front & ~hold if lag else en_front):
             m.d.sync += [a_raw.eq(framer.tuples.payload), a_tuple.eq(f_tuple)]
         count_late(m, self.tuples_in, accept)
 
@@ -232,25 +289,34 @@ class Top(wiring.Component):
         b_raw = Signal(self.tuple_width, reset_less=True)
         b_preds = Signal(len(decoder.preds), reset_less=True)
         with m.If(en_front):
-            m.d.sync += [b_valid.eq(a_valid), b_tuple.eq(a_tuple), b_raw.eq(a_raw), b_preds.eq(decoder.preds)]
+            m.d.sync += [b_valid.eq(a_valid & ~hold if lag else a_valid), b_tuple.eq(a_tuple), b_raw.eq(a_raw),
+                         b_preds.eq(decoder.preds)]
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector
         # (its data registers take `en` from copies of their own, per stage and 64 bits, on a large die)
         # (with the table, partial-match cores with conditions look a tuple ahead: the one at stage 3)
-        table = self.partitioner == "table" and depth == TABLE_DEPTH
+        table = self.partitioner == "table" and keyed(design)
         # (and a table judges WITHIN's expiry a stage ahead: by the time of the tuple at stage 3)
         looks_ahead = table and any(q.key_fields and (q.within is not None or q.tracks_matches and Conditions(q).width)
                                     for q in design.queries)
-        m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), depth, en_ahead=True,
-                                                   ahead=looks_ahead)
+        line_depth = depth - lag  # (lag: to the lookup, then a register stage)
+        # (the tables take what their conditions read of the tuple at stage 2: CondInputs)
+        m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), line_depth, en_ahead=True,
+                                                   ahead=2 if looks_ahead else False)
         assert len(payload.i_data) == self.tuple_width + len(b_preds)
         en_payload = en_copy("payload")
         m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
                      payload.i_data.eq(Cat(b_raw, b_preds))]
-        t_raw = payload.o_data[:self.tuple_width]
+        t_data, t_valid = payload.o_data, payload.o_valid  # the tuple as the cores update with it
+        if lag:
+            t_data = Signal(len(payload.o_data), name="payload5", reset_less=True)
+            t_valid = Signal(name="payload5_valid")
+            with m.If(en_payload):
+                m.d.sync += [t_data.eq(payload.o_data), t_valid.eq(payload.o_valid)]
+        t_raw = t_data[:self.tuple_width]
         t_tuple = Signal(self.tuple_layout)
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
-        t_preds = payload.o_data[self.tuple_width:self.tuple_width + len(b_preds)]
+        t_preds = t_data[self.tuple_width:self.tuple_width + len(b_preds)]
         # the arithmetic a looking-ahead partial-match core takes of a tuple alone (TupleTerms: finance5's
         # price * 1000, price * 1005 and time - 20000), computed from the tuple at stage 2 into a register
         # and carried beside it as the predicate vector is: no multiplier or subtractor in the cycle that
@@ -263,10 +329,16 @@ class Top(wiring.Component):
             b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
             with m.If(en_front):
                 m.d.sync += b_terms.eq(terms.of(a_tuple))
-            line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, depth, en_ahead=True, ahead=True)
-            m.d.comb += [line.en.eq(en_copy(f"{qname}_terms")), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
+            line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True, ahead=2)
+            en_terms = en_copy(f"{qname}_terms")
+            m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
                          line.i_data.eq(b_terms)]
-            term_lines[q.index] = (terms, line)
+            terms_now = line.o_data  # (the cores'; lag: a stage after the line)
+            if lag:
+                terms_now = Signal(terms.width, name=f"{qname}_terms5", reset_less=True)
+                with m.If(en_terms):
+                    m.d.sync += terms_now.eq(line.o_data)
+            term_lines[q.index] = (terms, line, terms_now)
         tuple3 = None
         if looks_ahead:
             tuple3 = Signal(self.tuple_layout)
@@ -279,7 +351,7 @@ class Top(wiring.Component):
         t_seq = Signal(SEQ_WIDTH)
         leaving = Signal()
         en_seq = en_copy("seq")
-        m.d.comb += leaving.eq(en_seq & payload.o_valid)
+        m.d.comb += leaving.eq(en_seq & t_valid)
         increment(m, t_seq, leaving)
 
         # --- per query: partitioner, NFA core, then a register stage into the output FIFO ---------
@@ -290,19 +362,22 @@ class Top(wiring.Component):
         outputs = []
         overflows = []
         pred_base = 0
+        adjacents = []  # (lag) per table: the key taken into stage 2 shares the bucket of stage 2's
         for q, qname, uses_decoder in zip(design.queries, hw_names(design), decoded):
             n_preds = len(q.predicates)
             n_states = q.vector_width  # the bits that are zero for a fresh partition
             width = q.state_width
-            line = term_lines.get(q.index, (None, None))[1]  # the tuple's terms, carried beside it
+            _, line, terms_now = term_lines.get(q.index, (None, None, None))  # the tuple's terms, carried beside it
             if q.tracks_matches:
-                core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead,
-                                        carried_terms=line is not None)
+                # (lag: the table computes the conditions of every state it may pick, for the tuple
+                # at the lookup; else the core those of its next state, for the tuple behind)
+                core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead and not lag,
+                                        given_cond=bool(q.key_fields) and looks_ahead, carried_terms=line is not None)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if core.lookahead:
                     m.d.comb += core.next_tuple.eq(tuple3)
                 if core.carried_terms:
-                    m.d.comb += core.terms.eq(line.o_data)
+                    m.d.comb += core.terms.eq(terms_now)
                     if core.lookahead:
                         m.d.comb += core.next_terms.eq(line.o_ahead)
             elif q.dfa is not None:
@@ -319,11 +394,20 @@ class Top(wiring.Component):
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
+                    inputs = CondInputs(core, self.tuple_layout, line is not None) if q.tracks_matches else None
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
-                                             core if q.tracks_matches else None, tuple3,
-                                             core.tuple_terms.unpack(line.o_ahead) if line else None)
+                                             core if q.tracks_matches else None, inputs, lag=lag)
+                    if part.cond_width:  # the tuple at stage 2 (the table registers its copies)
+                        tuple2 = Signal(self.tuple_layout, name=f"{qname}_tuple2")
+                        m.d.comb += [tuple2.eq(payload.o_ahead2[:self.tuple_layout.size]),
+                                     part.cond_in.eq(inputs.pack(tuple2, line.o_ahead2 if line else None))]
                     if part.cond_width:
-                        m.d.comb += [core.cond.eq(part.out_cond), part.next_cond.eq(core.next_cond)]
+                        m.d.comb += core.cond.eq(part.out_cond)
+                        if not lag:
+                            m.d.comb += part.next_cond.eq(core.next_cond)
+                    if lag:
+                        adjacents.append(part.adjacent)
+                        m.d.comb += part.hold.eq(hold)
                     if part.early_key:  # the key two stages behind (the framer's), hashed into registers
                         m.d.comb += part.next_key.eq(Cat(*(field(f_tuple, k) for k in q.key_fields)))
                     m.d.comb += part.en_next.eq(en_next)
@@ -411,7 +495,7 @@ class Top(wiring.Component):
             spill_valid = Signal()
             spill_data = Signal(self.tuple_width, reset_less=True)
             spilling = Signal()  # a tuple left the partitioners last cycle (its drop decision's parts are registered)
-            m.d.sync += spilling.eq(en_payload & payload.o_valid)
+            m.d.sync += spilling.eq(en_payload & t_valid)
             m.d.comb += spill_valid.eq(spilling & Cat(*drops).any())
             with m.If(en_payload):
                 m.d.sync += spill_data.eq(t_raw)
@@ -429,6 +513,9 @@ class Top(wiring.Component):
         room = Cat(*(level <= OUTPUT_FIFO_DEPTH - STALL_MARGIN for level in levels)).all()
         m.d.sync += [en_next.eq(room), en.eq(en_next)]
         m.d.comb += slot.eq(Cat(*slots).all())
+        if lag:  # (the tuple taken into stage 2 now, and the one there, which moves on to stage 3)
+            with m.If(en):
+                m.d.sync += hold.eq(accept & a_valid & Cat(*adjacents).any())
         # several queries may evict in one cycle: add them all
         add(m, self.evicted, sum(evictions[1:], evictions[0]))
         # a tuple at which some query dropped a partial match at --max-match-length

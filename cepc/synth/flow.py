@@ -77,6 +77,7 @@ class SynthOptions:
     max_length: int | None = None
     seed: int = 1
     router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
+    update_cycles: str = "auto"  # a key's update: 1 or 2 cycles (cepc.hw.top.update_cycles_for)
     allow_timing_fail: bool = False
     pack: bool = True
 
@@ -143,7 +144,8 @@ def no_collisions_script() -> str:
 
 def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
-                ways: int | None = None, link_hz: float | None = None, held: bool | None = None) -> LinkDesign:
+                ways: int | None = None, link_hz: float | None = None, held: bool | None = None,
+                update_cycles: int = 1) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
     the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
     ``held``: as HostLink's (default: from the platform it is built for)."""
@@ -158,8 +160,11 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
         div = divisor(link_hz, baud)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
-              ways=ways)
+    try:
+        top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
+                  ways=ways, update_cycles=update_cycles)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
                                  **(options or {})})
     did = protocol.design_id(side)
@@ -395,6 +400,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     """The board top with ``choice``'s partitioner, through Yosys, nextpnr and the packer."""
     from ..hw.board_top import BoardTop
     from ..hw.replica import Replica
+    from ..hw.top import update_cycles_for
 
     platform = plat_cls()
     partitions = choice.partitions
@@ -403,7 +409,11 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         options["evict_after"] = opts.evict_after
     if opts.max_length:
         options["max_match_length"] = opts.max_length
+    cycles = update_cycles_for(design, choice.partitioner, opts.update_cycles)
+    if cycles == 2:
+        options["update_cycles"] = 2
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
+                     update_cycles=cycles,
                      clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
                      buffer_bytes=plat_cls.cepc_buffer_bytes,
                      buffer_frames=plat_cls.cepc_buffer_frames, evict_after=opts.evict_after, options=options)

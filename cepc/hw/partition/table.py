@@ -63,6 +63,14 @@ So back-to-back tuples of one key, or of keys sharing a bucket, see each other's
 forwarding, never by stalling; every path into and out of block RAM starts or ends in a
 flip-flop, and every route across the die, to and from banks anywhere on it, runs from one
 flip-flop to another. The reset sweep's writes go the same way, one bucket per enabled cycle.
+
+With ``lag`` (the two-cycle update), the lookup's results are registered at a fifth stage and the
+caller updates the state from there: the update loop has two registers, the lookup's pick and the
+caller's update. The write of a key is then formed a stage behind its lookup, so it reaches the
+lookup of the key two behind, not one: the caller never injects a key of the bucket of the key
+just before it (``adjacent``, ``hold``: it waits a cycle). Each write is forwarded as before,
+a stage later (the compares with the keys ahead shift by one; the key one ahead is never of the
+bucket), and the newest write's conditions are computed at the lookup from its state.
 """
 
 from __future__ import annotations
@@ -178,7 +186,8 @@ class TablePartitioner(wiring.Component):
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
                  early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
-                 conditions: Callable[[Value], Value] | None = None, cond_width: int = 0, relay: bool = False):
+                 conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
+                 cond_in_width: int = 1, relay: bool = False, lag: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -219,15 +228,36 @@ class TablePartitioner(wiring.Component):
             # bucket is registered, then copied beside each bank's way, so block RAM's address comes from
             # flip-flops, not a tree of XORs
             signature["next_key"] = wiring.In(key_width)
-        # A partial-match core's conditions (cepc.hw.nfa_core.Conditions): ``conditions(state)`` for
-        # the tuple at stage 3, computed there from each state the lookup may pick (each way's word,
+        # A partial-match core's conditions (cepc.hw.nfa_core.Conditions): ``conditions(state, inputs)``
+        # for the tuple at stage 3, computed there from each state the lookup may pick (each way's word,
         # the key's older writes ahead), registered and picked beside the state (``out_cond``); for the
-        # newest write the caller's ``next_cond``, registered beside it
+        # newest write the caller's ``next_cond``, registered beside it. ``inputs`` is what they read of
+        # the tuple (cepc.hw.top.CondInputs), given at stage 2 as ``cond_in`` and registered here: on a
+        # large die a copy for each state whose conditions are computed (a Replica beside them)
         self._conditions = conditions if cond_width else None
         self.cond_width = cond_width if conditions else 0
+        # ``lag``: the two-cycle update. The lookup's results are registered (stage 5, ``depth`` 5) and the
+        # caller's next state is taken a stage later, so the update loop has two registers: the lookup's
+        # pick into stage 5, the caller's update from there into the write. A key's write then reaches
+        # the lookup of the key two behind it, not the one behind: the caller must never inject a key
+        # of the same bucket as the one injected just before. ``adjacent`` says whether the key two
+        # enabled cycles ahead (``next_key``) shares the bucket of the key one ahead (given as
+        # ``next_key`` a cycle before); ``hold`` keeps that one's bucket for the next enabled cycle,
+        # while the caller holds that key back and injects nothing. The newest write's conditions
+        # are then not the caller's but computed at the lookup from its state, for the tuple there.
+        self.lag = lag
+        self.depth = DEPTH + (1 if lag else 0)
+        if lag:
+            if not early_key:
+                raise ValueError("the two-cycle update needs the key two enabled cycles ahead (early_key)")
+            signature["adjacent"] = wiring.Out(1)
+            signature["hold"] = wiring.In(1)
         if self.cond_width:
             signature["out_cond"] = wiring.Out(cond_width)
-            signature["next_cond"] = wiring.In(cond_width)
+            # what the conditions read of the tuple at stage 2 (CondInputs), registered here
+            signature["cond_in"] = wiring.In(cond_in_width)
+            if not lag:
+                signature["next_cond"] = wiring.In(cond_width)
         self.en_ahead = en_ahead
         # on a large die, the write reaches the banks through a copy of its own, as with many banks
         self.relay = relay
@@ -310,6 +340,22 @@ class TablePartitioner(wiring.Component):
         # on marathon's ECP5, 6 ns of routing); on the UP5K, whose flip-flops take an enable and a reset
         # together, the same cost 4–5 MHz (measured), so there they keep theirs.
         bare = copies
+        # the conditions' inputs at stage 3 (and 4): one register, or on a large die a copy per use
+        cond_in3 = Signal(len(self.cond_in), name="cond_in3", reset_less=True) if self.cond_width else None
+        cond_in4 = Signal(len(self.cond_in), name="cond_in4", reset_less=True) if self.cond_width else None
+        if self.cond_width:
+            with m.If(self.en):
+                m.d.sync += [cond_in3.eq(self.cond_in), cond_in4.eq(cond_in3)]
+        cond_uses = [0]
+
+        def conditions_at(state, stage=3):
+            """The conditions of ``state`` for the tuple at ``stage`` (3, or 4: the lookup's)."""
+            if not copies:
+                return self._conditions(state, cond_in3 if stage == 3 else cond_in4)
+            cond_uses[0] += 1
+            copy = m.submodules[f"{Replica.PREFIX}cond_in{stage}_{cond_uses[0]}"] = Replica(len(self.cond_in))
+            m.d.comb += [copy.d.eq(self.cond_in if stage == 3 else cond_in3), copy.en.eq(self.en)]
+            return self._conditions(state, copy.q)
         # Many banks span much of the die: the write then reaches them through a copy per group of
         # banks, and block RAM takes it a cycle later (one more write to forward)
         # With `relay` (a long update loop: a partial-match core's), so do a few banks: w0, the loop's
@@ -337,13 +383,15 @@ class TablePartitioner(wiring.Component):
                     row.append(self.en)
             bank_en.append(row)
 
-        def group_copies(name, value):
+        def group_copies(name, value, hold=None):
             """Per group of banks (none without groups): a copy of ``value`` in its midst, registered
-            on the same enabled edges as ``value``'s register, which the group's banks take."""
+            on the same enabled edges as ``value``'s register (but where ``hold``), which the group's
+            banks take."""
             out = []
             for g in range(groups):
                 copy = m.submodules[f"{Replica.PREFIX}{name}_group{g}"] = Replica(len(value))
-                m.d.comb += [copy.d.eq(value), copy.en.eq(bank_en[g * GROUP_BANKS][0])]
+                en = bank_en[g * GROUP_BANKS][0]
+                m.d.comb += [copy.d.eq(value), copy.en.eq(en if hold is None else en & ~hold)]
                 out.append(copy.q)
             return out
 
@@ -354,8 +402,13 @@ class TablePartitioner(wiring.Component):
         if self.early_key:  # index_of(key) by construction: all move on the same enabled edges from 0
             index_ahead = Signal(ib, name="index_ahead", reset_less=bare)
             with m.If(self.en):
-                m.d.sync += [index_ahead.eq(index_of(self.next_key)), index0.eq(index_ahead)]
-            group_read = group_copies("read", index_of(self.next_key)[:max(1, low)])  # (index_ahead's)
+                m.d.sync += index0.eq(index_ahead)
+                with m.If(~self.hold if self.lag else Const(1)):  # (held: index_ahead keeps its bucket)
+                    m.d.sync += index_ahead.eq(index_of(self.next_key))
+            if self.lag:  # (next_key's bucket is index_ahead's D input: the one tree of XORs)
+                m.d.comb += self.adjacent.eq(index_of(self.next_key) == index_ahead)
+            group_read = group_copies("read", index_of(self.next_key)[:max(1, low)],
+                                      self.hold if self.lag else None)  # (index_ahead's)
             for b in range(self.banks):
                 if not copies:
                     read_at.append([index0[:low]] * W)
@@ -465,14 +518,18 @@ class TablePartitioner(wiring.Component):
         v2, k2, i2 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         v3, k3, i3 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         v4, k4, i4 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
+        # with `lag`, the key whose write is being formed is a stage behind the lookup, at stage 5
+        v5, k5, i5 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
         cw = self.cond_width
         cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)]
         # the newest write's conditions: the caller's for the key behind it, registered with it
         w0_cond = Signal(cw, name="w0_cond", reset_less=True)
-        if cw:
+        if cw and not self.lag:
             with m.If(self.en):
                 m.d.sync += w0_cond.eq(self.next_cond)
+        elif cw:  # (lag: computed at the lookup, from w0's state, for the tuple there)
+            m.d.comb += w0_cond.eq(conditions_at(fields(w0["entry"])[0], 4))
         used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
         tagged4 = [Signal(name=f"tagged4_way{w}") for w in range(W)]
         # Block RAM missed the writes ahead (six; seven with groups of banks), taken with and after the
@@ -484,7 +541,11 @@ class TablePartitioner(wiring.Component):
         # after the next enabled edge: the key at stage 4, the write it forms, then the registered
         # writes (the swept buckets' among them: no key is at stage 2 while the table is swept)
         # (keys as their tags: a key is compared only with those in its bucket, where the tag identifies it)
-        ahead = [(v3, i3, tag_of(k3)), (v4, i4, tag_of(k4))] + [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
+        # (with `lag` the key one ahead is never of the bucket, by the caller's promise: the writes the
+        # lookup sees are those of the keys two to `forward` + 1 ahead)
+        forming = [(v4, i4, k4), (v5, i5, k5)] if self.lag else [(v3, i3, k3), (v4, i4, k4)]
+        ahead = [(v, i, tag_of(k)) for v, i, k in forming] + \
+            [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
         # the key's bank's ways: whether each is in use and holds the key; the writes ahead: whether each
         # is to the key's bucket and was the key's
         used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
@@ -537,8 +598,8 @@ class TablePartitioner(wiring.Component):
             # (Every register here moves on the same enabled edges. The key at stage 4 forms w0: no key
             # is at stage 1 while the table is swept, and a swept bucket's write is compared once it
             # is registered.)
-            before = [(i2, tag_of(k2)), (i3, tag_of(k3)), (i4, tag_of(k4))] + \
-                [(wr["index"], wr["key"]) for wr in writes[:-3]]
+            keys = [(i3, k3), (i4, k4), (i5, k5)] if self.lag else [(i2, k2), (i3, k3), (i4, k4)]
+            before = [(i, tag_of(k)) for i, k in keys] + [(wr["index"], wr["key"]) for wr in writes[:-3]]
 
             def chunked(name, a, b):
                 parts = [a[c:c + COMPARE_CHUNK] == b[c:c + COMPARE_CHUNK] for c in range(0, len(a), COMPARE_CHUNK)]
@@ -576,11 +637,13 @@ class TablePartitioner(wiring.Component):
                 v3.eq(v2), k3.eq(k2), i3.eq(i2),
                 v4.eq(v3), k4.eq(k3), i4.eq(i3),
             ]
+            if self.lag:
+                m.d.sync += [v5.eq(v4), k5.eq(k4), i5.eq(i4)]
             m.d.sync += sel2.eq(1 << bank_of(i1))
             for w in range(W):
                 m.d.sync += [word4[w].eq(word3[w]), used4[w].eq(used3[w]), tagged4[w].eq(tagged3[w])]
                 if cw:  # the conditions of each way's state, for the tuple beside the key
-                    m.d.sync += cond4[w].eq(self._conditions(fields(word3[w])[0]))
+                    m.d.sync += cond4[w].eq(conditions_at(fields(word3[w])[0]))
             m.d.sync += [same_bucket[j].eq(bucket3[j]) for j in range(forward)]
             m.d.sync += [same_key[j].eq(key3[j]) for j in range(forward)]
 
@@ -690,7 +753,7 @@ class TablePartitioner(wiring.Component):
                     # conditions are as deep) and router1 stalled: as it is, measured.)
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
                     m.d.sync += older_cond.eq(newest_of(older_one, later, [
-                        self._conditions(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw)))
+                        conditions_at(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw)))
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: only the way the key hits, live, holds its state
             # The key's own newest write ahead is its state if the way it wrote is live (else it has
@@ -712,7 +775,7 @@ class TablePartitioner(wiring.Component):
             if cw:  # w0's conditions the caller's, the older write's computed at stage 3, once
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
                 with m.If(self.en):
-                    m.d.sync += older_cond.eq(self._conditions(older_state_next))
+                    m.d.sync += older_cond.eq(conditions_at(older_state_next))
                 cond_newest, cond_base, cond_words = w0_cond, Const(0, cw), [older_cond] + cond4
         def picked(selects, lo, hi):
             """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks')."""
@@ -734,13 +797,37 @@ class TablePartitioner(wiring.Component):
                                            for c, copy in enumerate(select_copies))))
         else:
             m.d.comb += state_out.eq(picked(selects, 0, sw))
+        cond_out = Const(0, 1)
         if cw:  # the conditions of that state, picked alike
             cond = cond_base
             for pick, word in zip(picks, cond_words):
                 cond = cond | Mux(pick, word, 0)
-            m.d.comb += self.out_cond.eq(Mux(newest[0], cond_newest, cond))
+            cond_out = Mux(newest[0], cond_newest, cond)
+        # What the write takes of the lookup: at once, or (`lag`) registered at stage 5 with the key's
+        # state, which the caller updates there
+        if self.lag:
+            def staged(value, name):
+                reg = Signal(len(value), name=name, reset_less=name.startswith("state") or name.startswith("cond"))
+                with m.If(self.en):
+                    m.d.sync += reg.eq(value)
+                return reg
+            hit, free = staged(hit, "hit5"), staged(free, "free5")
+            hits = [staged(h, f"hit5_way{w}") for w, h in enumerate(hits)]
+            alloc = [staged(a, f"alloc5_way{w}") for w, a in enumerate(alloc)]
+            used = [staged(u, f"used5_way{w}") for w, u in enumerate(used)]
+            own = [staged(o, f"own5_way{w}") for w, o in enumerate(own)]
+            live = [staged(lv, f"live5_way{w}") for w, lv in enumerate(live)]
+            state_out, cond_out = staged(state_out, "state5"), staged(cond_out, "cond5")
+            # (the write's stamp: the epoch of its lookup)
+            stamp = staged(epoch, "epoch5") if epoch is not None else None
+            vw_, kw_, iw_ = v5, k5, i5
+        else:
+            stamp = epoch
+            vw_, kw_, iw_ = v4, k4, i4
+        if cw:
+            m.d.comb += self.out_cond.eq(cond_out)
         m.d.comb += [
-            self.out_valid.eq(v4), self.out_key.eq(k4), self.out_hit.eq(hit), self.out_free.eq(free),
+            self.out_valid.eq(vw_), self.out_key.eq(kw_), self.out_hit.eq(hit), self.out_free.eq(free),
             self.out_state.eq(state_out),
         ]
 
@@ -755,13 +842,13 @@ class TablePartitioner(wiring.Component):
             target = [Mux(hit, hits[w], alloc[w]) for w in range(W)]
         else:  # taking a stale entry evicts it: only for a state worth keeping
             target = [Mux(hit, hits[w], alloc[w] & keep) for w in range(W)]
-        new_entry = Cat(self.next_state, *([tag_of(k4)] if self.tag_width else []),
-                        *([self.next_expiry] if self._xw else []), *([epoch] if self._period else []))
-        writing = self.en & v4
+        new_entry = Cat(self.next_state, *([tag_of(kw_)] if self.tag_width else []),
+                        *([self.next_expiry] if self._xw else []), *([stamp] if self._period else []))
+        writing = self.en & vw_
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
-            m.d.sync += [w0["valid"].eq(v4), w0["index"].eq(i4), w0["ways"].eq(Cat(*target)),
-                         w0["entry"].eq(new_entry), w0["key"].eq(tag_of(k4)), w0["was"].eq(was)]
+            m.d.sync += [w0["valid"].eq(vw_), w0["index"].eq(iw_), w0["ways"].eq(Cat(*target)),
+                         w0["entry"].eq(new_entry), w0["key"].eq(tag_of(kw_)), w0["was"].eq(was)]
             if not lean:
                 m.d.sync += w0["keep"].eq(keep)
             with m.If(sweeping):  # the swept bucket: every way cleared (no key is in flight)
