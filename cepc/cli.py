@@ -320,7 +320,8 @@ def _update_cycles(design, partitioner: str, asked: str, vhdl: bool = False) -> 
 
     if vhdl:
         if asked == "2":
-            raise UsageError("--update-cycles 2 is not in the VHDL back end yet: use 1 (or auto)")
+            raise UsageError("--update-cycles 2 is Verilog-only for now: the VHDL backend has the table's "
+                             "one-cycle update; use --hdl verilog, or --update-cycles 1 or auto")
         return 1
     if asked == "2" and partitioner != "table":
         raise UsageError("--update-cycles 2 is the table partitioner's (--partitioner table)")

@@ -138,7 +138,7 @@ def test_the_update_cycles_option(tmp_path, capsys):
         assert side["latency_cycles"] == 10 + cycles and ("two-cycle update" in err) == (cycles == 2)
     code, err = compile_("mshape/mshape.sql", out="t.vhd")  # (auto: one cycle in VHDL)
     assert code == 0 and "update_cycles" not in json.loads((tmp_path / "t.json").read_text())["options"]
-    for args, message in [(["--update-cycles", "2"], "error: --update-cycles 2 is not in the VHDL back end yet"),
+    for args, message in [(["--update-cycles", "2"], "error: --update-cycles 2 is Verilog-only for now"),
                           (["--partitioner", "pipeline", "--update-cycles", "2"],
                            "error: --update-cycles 2 is the table partitioner's")]:
         code, err = compile_("mshape/mshape.sql", *args, out="t.vhd" if len(args) == 2 else "t.v")

@@ -249,13 +249,27 @@ def test_scaled_registers_get_names_of_their_own(tmp_path):
 @pytest.mark.parametrize("options, what", [
     (["--automaton", "dfa"], "--automaton dfa"),
     (["--no-decoder"], "--no-decoder"),
-], ids=["dfa", "no-decoder"])
+    (["--update-cycles", "2"], "--update-cycles 2"),
+], ids=["dfa", "no-decoder", "update-cycles"])
 def test_verilog_only_options_are_refused(options, what, tmp_path, capsys):
     out = tmp_path / "top.vhd"
     assert main(["compile", str(MARATHON), "-o", str(out), *options]) == 1
     message = capsys.readouterr().err
     assert what in message and "--hdl verilog" in message
     assert not out.exists()
+
+
+def test_the_vhdl_back_end_refuses_a_top_with_the_two_cycle_update():
+    # (through the API too, not only the command line: it would write the one-cycle update)
+    from cepc.hw.top import Top
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse_file
+    from cepc.nfa.lower import lower
+
+    design = lower(check(parse_file(MARATHON)))
+    top = Top(design, partitions=64, partitioner="table", update_cycles=2)
+    with pytest.raises(ValueError, match="one-cycle update only"):
+        vhdl.context(design, top, "cepc_top", {})
 
 
 def test_ghdl_simulation_refuses_a_dfa_before_building(tmp_path, capsys):

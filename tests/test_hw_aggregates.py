@@ -490,3 +490,39 @@ def test_the_examples_with_the_two_cycle_update(name):
     assert len(expected_rows(checked, frame)) >= 5
     hwsim.run_and_compare(checked, frame, bus_width=256, partitions=64, partitioner="table", update_cycles=2,
                           backpressure=0.2, seed=4)
+
+
+TWO_KEYS = """CREATE STREAM s (t TIMESTAMP, k UINT8, j UINT8, v UINT8);
+NAME byk PARTITION BY k AFTER MATCH CONTINUE PATTERN ( A B+ C )
+DEFINE A AS v > 10, B AS v > LAST(v), C AS v < FIRST(v);
+NAME byj PARTITION BY j AFTER MATCH CONTINUE PATTERN ( A B+ C )
+DEFINE A AS v > 10, B AS v > LAST(v), C AS v < FIRST(v);
+"""
+
+
+@pytest.mark.parametrize("runs_of", ["k", "j"])
+def test_the_two_cycle_update_holds_a_tuple_for_any_querys_bucket(runs_of):
+    # two queries keyed by different fields: a tuple waits behind one of its bucket in either
+    # query's table (runs of one key in one field, keys in turn in the other)
+    checked = check(parse(TWO_KEYS))
+    rng = random.Random(3)
+    n = 400
+    turns = [i % 2 + 4 * rng.randrange(2) for i in range(n)]
+    runs = [(i // 2) % 3 for i in range(n)]
+    frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": runs if runs_of == "k" else turns,
+                          "j": turns if runs_of == "k" else runs, "v": [rng.randrange(256) for _ in range(n)]})
+    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=16, partitioner="table", update_cycles=2, seed=1)
+
+
+@pytest.mark.parametrize("within", [None, 40])
+@pytest.mark.parametrize("keys", [2, 3])
+def test_the_two_cycle_update_on_the_ice40(keys, within):
+    # the UP5K's table: no copies (of the conditions' inputs among them: one register a stage)
+    rng = random.Random(keys)
+    pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("F"), ast.Var("M"))), 1, None),
+                       ast.Var("S"), ast.Repeat(ast.Var("L"), 0, 1), ast.Var("N")))
+    checked = check(parse(query(pattern, "CONTINUE", within)))
+    rows = [(i % keys, rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1) for i in range(160)]
+    result = hwsim.run_and_compare(checked, stream(rows), bus_width=256, partitions=8, seed=keys, partitioner="table",
+                                   update_cycles=2, platform=hwsim.Ice40())
+    assert len(result.records) >= 20

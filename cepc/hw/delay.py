@@ -33,8 +33,8 @@ class DelayLine(wiring.Component):
         signature = {"en": In(1), "i_valid": In(1), "i_data": In(width), "o_valid": Out(1), "o_data": Out(width)}
         if ahead:  # the data of ``depth - 1`` enabled cycles before: what o_data will be after the next
             signature["o_ahead"] = Out(width)
-        if int(ahead) >= 2:  # and of ``depth - 2``: what o_ahead will be
-            signature["o_ahead2"] = Out(width)
+        for k in range(2, int(ahead) + 1):  # and of ``depth - k``: what o_ahead will be k - 1 edges later
+            signature[f"o_ahead{k}"] = Out(width)
         self.en_ahead = en_ahead
         if en_ahead:
             # what `en` will be after the next edge: on a large die a line of registers takes its enables
@@ -70,8 +70,9 @@ class DelayLine(wiring.Component):
             m.d.comb += self.o_data.eq(stages[-1])
             if "o_ahead" in self.signature.members:
                 m.d.comb += self.o_ahead.eq(stages[-2])
-            if "o_ahead2" in self.signature.members:
-                m.d.comb += self.o_ahead2.eq(stages[-3])
+            for k in range(2, n):
+                if f"o_ahead{k}" in self.signature.members:
+                    m.d.comb += getattr(self, f"o_ahead{k}").eq(stages[-1 - k])
             return m
         # a ring of n - 1 words plus an output register: block RAM's slow clock-to-out
         # (5.6 ns on ECP5) ends in a flip-flop instead of the logic after the line

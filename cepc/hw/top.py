@@ -79,7 +79,7 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
 class CondInputs:
     """What a table's conditions (:class:`~cepc.hw.nfa_core.Conditions`) read of a tuple, packed: the
     fields they read and, if carried beside it (``carried``), its :class:`~cepc.hw.nfa_core.TupleTerms`.
-    The top gives the table them for the tuple at stage 2 (``cond_in``); the table registers them, on a
+    The top gives the table them for the tuple at stage 1 (``cond_in``); the table registers them, on a
     large die a copy for each state whose conditions it computes, so no one register fans out to the
     comparators of every way and every write in flight (with the two-cycle update, mshape's critical
     path: a 4.3 ns route from the tuple at stage 3 to an older write's comparators)."""
@@ -302,7 +302,7 @@ class Top(wiring.Component):
         line_depth = depth - lag  # (lag: to the lookup, then a register stage)
         # (the tables take what their conditions read of the tuple at stage 2: CondInputs)
         m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), line_depth, en_ahead=True,
-                                                   ahead=2 if looks_ahead else False)
+                                                   ahead=3 if looks_ahead else False)
         assert len(payload.i_data) == self.tuple_width + len(b_preds)
         en_payload = en_copy("payload")
         m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
@@ -329,7 +329,7 @@ class Top(wiring.Component):
             b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
             with m.If(en_front):
                 m.d.sync += b_terms.eq(terms.of(a_tuple))
-            line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True, ahead=2)
+            line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True, ahead=3)
             en_terms = en_copy(f"{qname}_terms")
             m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
                          line.i_data.eq(b_terms)]
@@ -397,10 +397,10 @@ class Top(wiring.Component):
                     inputs = CondInputs(core, self.tuple_layout, line is not None) if q.tracks_matches else None
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
                                              core if q.tracks_matches else None, inputs, lag=lag)
-                    if part.cond_width:  # the tuple at stage 2 (the table registers its copies)
-                        tuple2 = Signal(self.tuple_layout, name=f"{qname}_tuple2")
-                        m.d.comb += [tuple2.eq(payload.o_ahead2[:self.tuple_layout.size]),
-                                     part.cond_in.eq(inputs.pack(tuple2, line.o_ahead2 if line else None))]
+                    if part.cond_width:  # the tuple at stage 1 (the table registers its copies)
+                        tuple1 = Signal(self.tuple_layout, name=f"{qname}_tuple1")
+                        m.d.comb += [tuple1.eq(payload.o_ahead3[:self.tuple_layout.size]),
+                                     part.cond_in.eq(inputs.pack(tuple1, line.o_ahead3 if line else None))]
                     if part.cond_width:
                         m.d.comb += core.cond.eq(part.out_cond)
                         if not lag:

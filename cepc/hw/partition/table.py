@@ -232,7 +232,7 @@ class TablePartitioner(wiring.Component):
         # for the tuple at stage 3, computed there from each state the lookup may pick (each way's word,
         # the key's older writes ahead), registered and picked beside the state (``out_cond``); for the
         # newest write the caller's ``next_cond``, registered beside it. ``inputs`` is what they read of
-        # the tuple (cepc.hw.top.CondInputs), given at stage 2 as ``cond_in`` and registered here: on a
+        # the tuple (cepc.hw.top.CondInputs), given at stage 1 as ``cond_in`` and registered here: on a
         # large die a copy for each state whose conditions are computed (a Replica beside them)
         self._conditions = conditions if cond_width else None
         self.cond_width = cond_width if conditions else 0
@@ -340,21 +340,23 @@ class TablePartitioner(wiring.Component):
         # on marathon's ECP5, 6 ns of routing); on the UP5K, whose flip-flops take an enable and a reset
         # together, the same cost 4–5 MHz (measured), so there they keep theirs.
         bare = copies
-        # the conditions' inputs at stage 3 (and 4): one register, or on a large die a copy per use
-        cond_in3 = Signal(len(self.cond_in), name="cond_in3", reset_less=True) if self.cond_width else None
-        cond_in4 = Signal(len(self.cond_in), name="cond_in4", reset_less=True) if self.cond_width else None
-        if self.cond_width:
+        # the conditions' inputs (of the tuple at stage 1: ``cond_in``) at stages 2 to 4: a register
+        # each, or on a large die a copy per use, registered from the stage before (never inside an
+        # ``If``: a copy's inputs would be gated by it)
+        cond_in_at = {1: self.cond_in} if self.cond_width else {}
+        for stage in range(2, 5) if self.cond_width else ():
+            cond_in_at[stage] = Signal(len(self.cond_in), name=f"cond_in{stage}", reset_less=True)
             with m.If(self.en):
-                m.d.sync += [cond_in3.eq(self.cond_in), cond_in4.eq(cond_in3)]
+                m.d.sync += cond_in_at[stage].eq(cond_in_at[stage - 1])
         cond_uses = [0]
 
         def conditions_at(state, stage=3):
-            """The conditions of ``state`` for the tuple at ``stage`` (3, or 4: the lookup's)."""
+            """The conditions of ``state`` for the tuple at ``stage`` (2 to 4)."""
             if not copies:
-                return self._conditions(state, cond_in3 if stage == 3 else cond_in4)
+                return self._conditions(state, cond_in_at[stage])
             cond_uses[0] += 1
             copy = m.submodules[f"{Replica.PREFIX}cond_in{stage}_{cond_uses[0]}"] = Replica(len(self.cond_in))
-            m.d.comb += [copy.d.eq(self.cond_in if stage == 3 else cond_in3), copy.en.eq(self.en)]
+            m.d.comb += [copy.d.eq(cond_in_at[stage - 1]), copy.en.eq(self.en)]
             return self._conditions(state, copy.q)
         # Many banks span much of the die: the write then reaches them through a copy per group of
         # banks, and block RAM takes it a cycle later (one more write to forward)
@@ -630,6 +632,7 @@ class TablePartitioner(wiring.Component):
             for f, v in zip(first(later), values[1:]):
                 rest = rest | Mux(f, v, 0)
             return Mux(one, values[0], rest)
+        way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
@@ -643,7 +646,7 @@ class TablePartitioner(wiring.Component):
             for w in range(W):
                 m.d.sync += [word4[w].eq(word3[w]), used4[w].eq(used3[w]), tagged4[w].eq(tagged3[w])]
                 if cw:  # the conditions of each way's state, for the tuple beside the key
-                    m.d.sync += cond4[w].eq(conditions_at(fields(word3[w])[0]))
+                    m.d.sync += cond4[w].eq(way_conds[w])
             m.d.sync += [same_bucket[j].eq(bucket3[j]) for j in range(forward)]
             m.d.sync += [same_key[j].eq(key3[j]) for j in range(forward)]
 
@@ -739,6 +742,20 @@ class TablePartitioner(wiring.Component):
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
             later = [mine3r[j] for j in range(2, forward)]
+            if cw:
+                # The older writes' conditions for the key at stage 3: the write one ahead's (w0 then)
+                # computed there; each write two or more ahead's a stage earlier, from that write's
+                # register then, for the tuple at stage 2, and registered (the writes and the tuples
+                # move on the same enabled edges): at stage 3 they are picked from flip-flops, and the
+                # routes from the writes' wide registers have a cycle of their own (mshape with the
+                # two-cycle update: 3.3 ns from an older write into the comparators, then the pick)
+                older_conds = [conditions_at(fields(writes[0]["entry"])[0])]
+                for j in range(2, forward):
+                    early = Signal(cw, name=f"cond3_ahead{j}", reset_less=True)
+                    value = conditions_at(fields(writes[j - 2]["entry"])[0], 2)
+                    with m.If(self.en):
+                        m.d.sync += early.eq(value)
+                    older_conds.append(early)
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
                 m.d.sync += older_state.eq(newest_of(older_one, later, [fields(writes[j - 1]["entry"])[0]
@@ -752,8 +769,7 @@ class TablePartitioner(wiring.Component):
                     # estimate after placement moved by 3 % (28.5 → 29.4 MHz: the update loop's own
                     # conditions are as deep) and router1 stalled: as it is, measured.)
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                    m.d.sync += older_cond.eq(newest_of(older_one, later, [
-                        conditions_at(fields(writes[j - 1]["entry"])[0]) for j in range(1, forward)], Const(0, cw)))
+                    m.d.sync += older_cond.eq(newest_of(older_one, later, older_conds, Const(0, cw)))
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: only the way the key hits, live, holds its state
             # The key's own newest write ahead is its state if the way it wrote is live (else it has
@@ -774,8 +790,9 @@ class TablePartitioner(wiring.Component):
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
             if cw:  # w0's conditions the caller's, the older write's computed at stage 3, once
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
+                value = conditions_at(older_state_next)
                 with m.If(self.en):
-                    m.d.sync += older_cond.eq(conditions_at(older_state_next))
+                    m.d.sync += older_cond.eq(value)
                 cond_newest, cond_base, cond_words = w0_cond, Const(0, cw), [older_cond] + cond4
         def picked(selects, lo, hi):
             """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks')."""
