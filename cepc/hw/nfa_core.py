@@ -169,6 +169,40 @@ class TupleTerms:
         return out
 
 
+class UpdateInputs:
+    """What a partial-match update reads of its tuple, packed: the fields its registers take and, if
+    carried beside it (``carried``), the tuple's :class:`TupleTerms`. With the table's two-cycle update,
+    on a large die, the top gives the core a copy of them per state its candidates extend (and one for
+    new partial matches), each registered from the stage before, so no one register of the tuple fans
+    out to the comparators of every state's candidates across the die (mshape at 81e2ee7: a 5.3 ns
+    route from the core's tuple into a candidate's MIN/MAX compare was its critical path)."""
+
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool):
+        self.layout, self.carried = tuple_layout, carried
+        self.terms = TupleTerms(query, tuple_layout)
+        self.names = []
+        for reg in query.registers:
+            if reg.field is not None and reg.field not in self.names:
+                self.names.append(reg.field)
+        probe = Signal(tuple_layout)
+        self.widths = [len(field_of(probe, n)) for n in self.names]
+        self.width = max(1, sum(self.widths) + (self.terms.width if carried else 0))
+
+    def pack(self, tuple_, terms: Value | None) -> Value:
+        return Cat(*(field_of(tuple_, n).as_unsigned() for n in self.names), *([terms] if self.carried else []))
+
+    def unpack(self, packed: Value, tuple_: Value) -> tuple:
+        """``(field, known)`` for :func:`_updated`: the packed fields (the others ``tuple_``'s, never
+        read) and terms."""
+        values, lo = {}, 0
+        for n, width in zip(self.names, self.widths):
+            v = packed[lo:lo + width]
+            values[n] = v.as_signed() if field_of(tuple_, n).shape().signed else v
+            lo += width
+        known = self.terms.unpack(packed[lo:]) if self.carried else None
+        return (lambda name: values[name] if name in values else field_of(tuple_, name)), known
+
+
 def _source(reg, field, known: dict[PExpr, Value] | None) -> Value:
     """What register ``reg`` takes of a tuple (its fields: ``field``; ``known``: its terms, if given):
     the field, or for a scaled register its product, which is of the tuple alone."""
@@ -345,7 +379,7 @@ class PartialMatchCore(wiring.Component):
     """
 
     def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, lookahead: bool = False,
-                 carried_terms: bool = False, given_cond: bool = False):
+                 carried_terms: bool = False, given_cond: bool = False, update_inputs: UpdateInputs | None = None):
         if not query.tracks_matches:
             raise ValueError(f"query {query.name} keeps no partial-match registers; use NfaCore")
         self._q = query
@@ -367,6 +401,11 @@ class PartialMatchCore(wiring.Component):
             ports["terms"] = In(self.tuple_terms.width)
         if self.given_cond:
             ports["cond"] = In(self.conditions.width)
+        # ``update_inputs``: the candidates' updates read copies of the tuple's fields and terms
+        # (UpdateInputs), one per NFA state they extend and one for new partial matches, on ``inputs``
+        self.update_inputs = update_inputs
+        if update_inputs is not None:
+            ports["inputs"] = In(update_inputs.width * (query.nfa.n_states + 1))
         if self.lookahead:
             width = self.conditions.width
             ports.update({"next_tuple": In(tuple_layout), "next_cond": Out(width)})
@@ -423,9 +462,21 @@ class PartialMatchCore(wiring.Component):
         # the same whichever state it enters
         candidates: dict[tuple[int | None, int], Value] = {}
 
+        groups: dict[int, tuple] = {}
+
+        def inputs_of(c: int | None) -> tuple:
+            """What the candidates extending state c (None: new ones) read of the tuple."""
+            ui = self.update_inputs
+            if ui is None:
+                return field, known
+            g = 0 if c is None else c + 1
+            if g not in groups:
+                groups[g] = ui.unpack(self.inputs[g * ui.width:(g + 1) * ui.width], self.tuple)
+            return groups[g]
+
         def candidate(c: int | None, r: int) -> Value:
             if (c, r) not in candidates:
-                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], field, known)
+                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c))
             return candidates[(c, r)]
 
         vector, new, overflow = [], [], []

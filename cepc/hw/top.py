@@ -39,7 +39,7 @@ from .delay import DelayLine
 from .fifo import BlockRamFifo, OutputFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, ident, key_width, padded, record_layout, tuple_layout
-from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleTerms
+from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleTerms, UpdateInputs
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
 from .replica import Replica, small_die
@@ -371,9 +371,25 @@ class Top(wiring.Component):
             if q.tracks_matches:
                 # (lag: the table computes the conditions of every state it may pick, for the tuple
                 # at the lookup; else the core those of its next state, for the tuple behind)
+                # (lag, on a large die: its candidates' updates read copies of the tuple's fields and
+                # terms, one per state they extend, registered from the stage before: UpdateInputs)
+                inputs = UpdateInputs(q, self.tuple_layout, line is not None) \
+                    if lag and q.key_fields and not small_die(platform) else None
                 core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead and not lag,
-                                        given_cond=bool(q.key_fields) and looks_ahead, carried_terms=line is not None)
+                                        given_cond=bool(q.key_fields) and looks_ahead, carried_terms=line is not None,
+                                        update_inputs=inputs)
                 m.d.comb += core.tuple.eq(t_tuple)
+                if inputs is not None:
+                    tuple4 = Signal(self.tuple_layout, name=f"{qname}_tuple4")
+                    m.d.comb += tuple4.eq(payload.o_data[:self.tuple_layout.size])
+                    copies = []
+                    for g in range(q.nfa.n_states + 1):
+                        name = f"{qname}_update{g}"
+                        copy = m.submodules[f"{Replica.PREFIX}{name}"] = Replica(inputs.width)
+                        m.d.comb += [copy.d.eq(inputs.pack(tuple4, line.o_data if line is not None else None)),
+                                     copy.en.eq(en_copy(name))]
+                        copies.append(copy.q)
+                    m.d.comb += core.inputs.eq(Cat(*copies))
                 if core.lookahead:
                     m.d.comb += core.next_tuple.eq(tuple3)
                 if core.carried_terms:
