@@ -404,7 +404,7 @@ def unsupported(design: DesignPlan, decoder: bool = True) -> str | None:
 def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
     """Everything the templates need, computed from the plan and the top's options."""
     if top.update_cycles != 1:  # (the command line refuses it first: cepc.cli._update_cycles)
-        raise ValueError("the VHDL back end has the table's one-cycle update only (update_cycles 1)")
+        raise ValueError("the VHDL backend has the table's one-cycle update only (update_cycles 1)")
     tup = design.tuple
     depth = partitioner_depth(design, top.partitions, top.partitioner)
     entity = {part: f"{name}_{part}" for part in
