@@ -169,38 +169,46 @@ class TupleTerms:
         return out
 
 
-class UpdateInputs:
-    """What a partial-match update reads of its tuple, packed: the fields its registers take and, if
-    carried beside it (``carried``), the tuple's :class:`TupleTerms`. With the table's two-cycle update,
-    on a large die, the top gives the core a copy of them per state its candidates extend (and one for
-    new partial matches), each registered from the stage before, so no one register of the tuple fans
-    out to the comparators of every state's candidates across the die (mshape at 81e2ee7: a 5.3 ns
-    route from the core's tuple into a candidate's MIN/MAX compare was its critical path)."""
+class TupleInputs:
+    """Some fields of a tuple (``names``) and, if carried beside it (``carried``), its
+    :class:`TupleTerms`, packed: what part of the hardware reads of a tuple, so that it can read a copy
+    of its own, registered from the stage before, rather than one register fanning out across the
+    die. :meth:`for_conditions`: what a table's :class:`Conditions` read (with the two-cycle update,
+    mshape's critical path was a 4.3 ns route from the tuple at stage 3 to an older write's
+    comparators); :meth:`for_updates`: what a core's candidates read (then a 5.3 ns route from the
+    core's tuple into a candidate's MIN/MAX compare)."""
 
-    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool):
-        self.layout, self.carried = tuple_layout, carried
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, names: list[str], carried: bool):
+        self.layout, self.names, self.carried = tuple_layout, names, carried
         self.terms = TupleTerms(query, tuple_layout)
-        self.names = []
-        for reg in query.registers:
-            if reg.field is not None and reg.field not in self.names:
-                self.names.append(reg.field)
         probe = Signal(tuple_layout)
-        self.widths = [len(field_of(probe, n)) for n in self.names]
+        self.widths = [len(field_of(probe, n)) for n in names]
         self.width = max(1, sum(self.widths) + (self.terms.width if carried else 0))
+
+    @classmethod
+    def for_conditions(cls, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool) -> TupleInputs:
+        terms = TupleTerms(query, tuple_layout).exprs if carried else ()
+        return cls(query, tuple_layout, Conditions(query).fields_read(terms), carried)
+
+    @classmethod
+    def for_updates(cls, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool) -> TupleInputs:
+        names = []
+        for reg in query.registers:
+            if reg.field is not None and reg.field not in names:
+                names.append(reg.field)
+        return cls(query, tuple_layout, names, carried)
 
     def pack(self, tuple_, terms: Value | None) -> Value:
         return Cat(*(field_of(tuple_, n).as_unsigned() for n in self.names), *([terms] if self.carried else []))
 
-    def unpack(self, packed: Value, tuple_: Value) -> tuple:
-        """``(field, known)`` for :func:`_updated`: the packed fields (the others ``tuple_``'s, never
-        read) and terms."""
-        values, lo = {}, 0
+    def unpack(self, packed: Value) -> tuple[Value, dict[PExpr, Value] | None]:
+        """The tuple (a view: its fields but ``names`` zero, never read) and its terms, from ``packed``."""
+        parts, lo = {}, 0
         for n, width in zip(self.names, self.widths):
-            v = packed[lo:lo + width]
-            values[n] = v.as_signed() if field_of(tuple_, n).shape().signed else v
+            parts[ident(n)] = packed[lo:lo + width]
             lo += width
-        known = self.terms.unpack(packed[lo:]) if self.carried else None
-        return (lambda name: values[name] if name in values else field_of(tuple_, name)), known
+        bits = Cat(*(parts.get(name, Const(0, Shape.cast(f.shape).width)) for name, f in self.layout))
+        return data.View(self.layout, bits), self.terms.unpack(packed[lo:]) if self.carried else None
 
 
 def _source(reg, field, known: dict[PExpr, Value] | None) -> Value:
@@ -379,7 +387,7 @@ class PartialMatchCore(wiring.Component):
     """
 
     def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, lookahead: bool = False,
-                 carried_terms: bool = False, given_cond: bool = False, update_inputs: UpdateInputs | None = None):
+                 carried_terms: bool = False, given_cond: bool = False, update_inputs: TupleInputs | None = None):
         if not query.tracks_matches:
             raise ValueError(f"query {query.name} keeps no partial-match registers; use NfaCore")
         self._q = query
@@ -402,7 +410,8 @@ class PartialMatchCore(wiring.Component):
         if self.given_cond:
             ports["cond"] = In(self.conditions.width)
         # ``update_inputs``: the candidates' updates read copies of the tuple's fields and terms
-        # (UpdateInputs), one per NFA state they extend and one for new partial matches, on ``inputs``
+        # (TupleInputs.for_updates), one per NFA state they extend and one for new partial matches, on
+        # ``inputs``
         self.update_inputs = update_inputs
         if update_inputs is not None:
             ports["inputs"] = In(update_inputs.width * (query.nfa.n_states + 1))
@@ -471,7 +480,8 @@ class PartialMatchCore(wiring.Component):
                 return field, known
             g = 0 if c is None else c + 1
             if g not in groups:
-                groups[g] = ui.unpack(self.inputs[g * ui.width:(g + 1) * ui.width], self.tuple)
+                copy, terms = ui.unpack(self.inputs[g * ui.width:(g + 1) * ui.width])
+                groups[g] = (lambda name, copy=copy: field_of(copy, name)), terms
             return groups[g]
 
         def candidate(c: int | None, r: int) -> Value:

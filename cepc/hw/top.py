@@ -27,8 +27,8 @@ loses a tuple.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
-from amaranth.lib import data, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
@@ -38,8 +38,8 @@ from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .fifo import BlockRamFifo, OutputFifo
 from .framing import Framer
-from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, ident, key_width, padded, record_layout, tuple_layout
-from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleTerms, UpdateInputs
+from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
+from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleInputs, TupleTerms
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
 from .replica import Replica, small_die
@@ -76,48 +76,20 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
     return width + 1, min(q.within, (1 << width) - 1)
 
 
-class CondInputs:
-    """What a table's conditions (:class:`~cepc.hw.nfa_core.Conditions`) read of a tuple, packed: the
-    fields they read and, if carried beside it (``carried``), its :class:`~cepc.hw.nfa_core.TupleTerms`.
-    The top gives the table them for the tuple at stage 1 (``cond_in``); the table registers them, on a
-    large die a copy for each state whose conditions it computes, so no one register fans out to the
-    comparators of every way and every write in flight (with the two-cycle update, mshape's critical
-    path: a 4.3 ns route from the tuple at stage 3 to an older write's comparators)."""
-
-    def __init__(self, core: PartialMatchCore, tuple_layout, carried: bool):
-        self.core, self.layout, self.carried = core, tuple_layout, carried
-        self.names = core.conditions.fields_read(core.tuple_terms.exprs if carried else ())
-        probe = Signal(tuple_layout)
-        self.widths = [len(field(probe, n)) for n in self.names]
-        self.width = max(1, sum(self.widths) + (core.tuple_terms.width if carried else 0))
-
-    def pack(self, tuple_, terms: Value | None) -> Value:
-        return Cat(*(field(tuple_, n).as_unsigned() for n in self.names), *([terms] if self.carried else []))
-
-    def conditions(self, state: Value, packed: Value) -> Value:
-        """The conditions of ``state`` for the tuple whose inputs are ``packed``."""
-        offsets, lo = {}, 0
-        for n, width in zip(self.names, self.widths):
-            offsets[ident(n)] = packed[lo:lo + width]
-            lo += width
-        # the tuple, its fields but those read zero (never read)
-        bits = Cat(*(offsets.get(name, Const(0, Shape.cast(shape).width)) for name, shape in
-                     ((name, f.shape) for name, f in self.layout)))
-        terms = self.core.tuple_terms.unpack(packed[lo:]) if self.carried else None
-        return self.core.conditions.of(state, data.View(self.layout, bits), terms)
-
-
 def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int | None = None,
                       evict_after: int | None = None, core: PartialMatchCore | None = None,
-                      inputs: CondInputs | None = None, *, lag: bool = False) -> TablePartitioner:
+                      inputs: TupleInputs | None = None, *, lag: bool = False) -> TablePartitioner:
     """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it).
     With a partial-match ``core`` given its conditions, the table computes them
     (:class:`~cepc.hw.nfa_core.Conditions`) for the tuple at stage 3 from ``inputs``
-    (:class:`CondInputs`); with ``lag`` (the two-cycle update) also its newest write's, at the lookup."""
+    (:meth:`TupleInputs.for_conditions <cepc.hw.nfa_core.TupleInputs.for_conditions>`, given for the
+    tuple at stage 1 as ``cond_in``: the table registers a copy per use); with ``lag`` (the two-cycle
+    update) also its newest write's, at the lookup."""
     expiry = within_expiry(q, tup)[0] if q.within is not None else None
     lookahead = {}
     if core is not None and core.given_cond:
-        lookahead = {"conditions": inputs.conditions, "cond_width": core.conditions.width,
+        lookahead = {"conditions": lambda state, packed: core.conditions.of(state, *inputs.unpack(packed)),
+                     "cond_width": core.conditions.width,
                      "cond_in_width": inputs.width}
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
@@ -300,7 +272,7 @@ class Top(wiring.Component):
         looks_ahead = table and any(q.key_fields and (q.within is not None or q.tracks_matches and Conditions(q).width)
                                     for q in design.queries)
         line_depth = depth - lag  # (lag: to the lookup, then a register stage)
-        # (the tables take what their conditions read of the tuple at stage 2: CondInputs)
+        # (the tables take what their conditions read of the tuple at stage 1: TupleInputs)
         m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), line_depth, en_ahead=True,
                                                    ahead=3 if looks_ahead else False)
         assert len(payload.i_data) == self.tuple_width + len(b_preds)
@@ -372,8 +344,8 @@ class Top(wiring.Component):
                 # (lag: the table computes the conditions of every state it may pick, for the tuple
                 # at the lookup; else the core those of its next state, for the tuple behind)
                 # (lag, on a large die: its candidates' updates read copies of the tuple's fields and
-                # terms, one per state they extend, registered from the stage before: UpdateInputs)
-                inputs = UpdateInputs(q, self.tuple_layout, line is not None) \
+                # terms, one per state they extend, registered from the stage before: TupleInputs)
+                inputs = TupleInputs.for_updates(q, self.tuple_layout, line is not None) \
                     if lag and q.key_fields and not small_die(platform) else None
                 core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead and not lag,
                                         given_cond=bool(q.key_fields) and looks_ahead, carried_terms=line is not None,
@@ -410,7 +382,8 @@ class Top(wiring.Component):
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
-                    inputs = CondInputs(core, self.tuple_layout, line is not None) if q.tracks_matches else None
+                    inputs = TupleInputs.for_conditions(q, self.tuple_layout, line is not None) \
+                        if q.tracks_matches else None
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
                                              core if q.tracks_matches else None, inputs, lag=lag)
                     if part.cond_width:  # the tuple at stage 1 (the table registers its copies)

@@ -232,7 +232,7 @@ class TablePartitioner(wiring.Component):
         # for the tuple at stage 3, computed there from each state the lookup may pick (each way's word,
         # the key's older writes ahead), registered and picked beside the state (``out_cond``); for the
         # newest write the caller's ``next_cond``, registered beside it. ``inputs`` is what they read of
-        # the tuple (cepc.hw.top.CondInputs), given at stage 1 as ``cond_in`` and registered here: on a
+        # the tuple (cepc.hw.nfa_core.TupleInputs), given at stage 1 as ``cond_in`` and registered here: on a
         # large die a copy for each state whose conditions are computed (a Replica beside them)
         self._conditions = conditions if cond_width else None
         self.cond_width = cond_width if conditions else 0
@@ -254,7 +254,7 @@ class TablePartitioner(wiring.Component):
             signature["hold"] = wiring.In(1)
         if self.cond_width:
             signature["out_cond"] = wiring.Out(cond_width)
-            # what the conditions read of the tuple at stage 2 (CondInputs), registered here
+            # what the conditions read of the tuple at stage 1 (TupleInputs), registered here
             signature["cond_in"] = wiring.In(cond_in_width)
             if not lag:
                 signature["next_cond"] = wiring.In(cond_width)
