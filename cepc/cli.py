@@ -157,8 +157,6 @@ def cmd_compile(args) -> int:
               evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder, update_cycles=cycles)
     options = {"bus_width": args.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
                "device": args.device, "automaton": args.automaton}
-    if top.update_cycles == 2:
-        options["update_cycles"] = 2
     if args.automaton == "dfa":
         options["dfa_encoding"] = args.dfa_encoding
         for q in design.queries:
@@ -340,8 +338,8 @@ def _partition_options(c) -> None:
     c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto",
                    help="cycles a key's update takes in the table: 1, or 2 (its lookup and the update each "
                         "get a cycle, for a faster clock; a tuple whose key shares a bucket with the tuple "
-                        "just before it waits a cycle); auto: 2 for queries with partial-match registers, "
-                        "1 otherwise and in VHDL (default: auto)")
+                        "just before it waits a cycle); auto: 2 with the table for keyed queries with "
+                        "partial-match registers, 1 otherwise and in VHDL (default: auto)")
 
 
 def _automaton_options(c) -> None:

@@ -169,8 +169,6 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
               evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder, update_cycles=cycles)
     options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
                "automaton": opts.automaton}
-    if top.update_cycles == 2:
-        options["update_cycles"] = 2
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
     if opts.max_length:

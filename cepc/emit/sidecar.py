@@ -65,7 +65,8 @@ def sidecar(design: DesignPlan, top: Top, options: dict) -> dict:
         "cepc_version": __version__,
         "source": design.source,
         "stream": design.stream,
-        "options": options,
+        # (the two-cycle update: said beside the options it came from, whoever built the top)
+        "options": {**options, **({"update_cycles": 2} if top.update_cycles == 2 else {})},
         "input": {
             "bus_width": top.bus_width, "tuple_bits": design.tuple.width, "tuple_bytes": design.tuple.nbytes,
             "fields": [{"name": f.name, "kind": f.kind, "offset": f.offset, "width": f.width,

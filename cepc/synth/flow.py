@@ -410,8 +410,6 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     if opts.max_length:
         options["max_match_length"] = opts.max_length
     cycles = update_cycles_for(design, choice.partitioner, opts.update_cycles)
-    if cycles == 2:
-        options["update_cycles"] = 2
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
                      update_cycles=cycles,
                      clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
