@@ -593,6 +593,9 @@ class TablePartitioner(wiring.Component):
             wr = writes[j - 2]
             return [mine3r[j].eq(valid & same_index & same_key_ & wr["ways"].any()),
                     touch3r[j].eq((valid & same_index).replicate(W) & wr["ways"])]
+        # (`lag` on a large die: what the older writes' select lines will be at stage 3, for copies of
+        # them: the write one ahead's flag but for w0's ways, and mine3r's; see `older_copies`)
+        older_next = None
         if copies:
             # On a large die the compares are started a stage earlier, in chunks: at stage 1, the key
             # and its bucket with what each of those ahead will be after the next enabled edge (what
@@ -616,6 +619,10 @@ class TablePartitioner(wiring.Component):
                 for j, ((valid, _, _), (same_index, same_key_)) in enumerate(zip(ahead, early)):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
+            if self.lag:
+                older_next = ([ahead[1][0] & early[1][0] & early[1][1]] +
+                              [ahead[j][0] & early[j][0] & early[j][1] & writes[j - 2]["ways"].any()
+                               for j in range(2, forward)])
         else:  # (the UP5K: logic cells are short; the key's own registers)
             with m.If(self.en):
                 for j, (valid, index, key) in enumerate(ahead):
@@ -624,14 +631,23 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
 
-        def newest_of(one, later, values, zero):
+        def newest_of(one, later, values, zero, *, firsts=None):
             """The value of the newest write ahead that is flagged: ``one`` the flag of the write one
             ahead (values[0]), ``later`` those of the writes two or more ahead (registers, newest first;
-            values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops."""
+            values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops
+            (or, given ``firsts``, already one-hot in flip-flops)."""
             rest = zero
-            for f, v in zip(first(later), values[1:]):
+            for f, v in zip(first(later) if firsts is None else firsts, values[1:]):
                 rest = rest | Mux(f, v, 0)
             return Mux(one, values[0], rest)
+
+        def older_of(values, zero, lo=None, hi=None, copy=None):
+            """The key's older write's ``values`` (bits [lo, hi)), picked by `older_one` and mine3r, or by
+            ``copy`` of them."""
+            part = [v if lo is None else v[lo:hi] for v in values]
+            if copy is None:
+                return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
+            return newest_of(copy.q[0], None, part, zero, firsts=list(copy.q[1:]))
         way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
@@ -661,6 +677,19 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += epoch.eq(epoch + 1)
 
         stale_free = self._xw is None and self._period is None
+        # With `lag` on a large die, the older write's select lines (`older_one`, and the priority of
+        # those two or more ahead) pick a state a thousand bits wide (mshape's 1,085) and its conditions:
+        # one flag register fanned out to all of them across the die (mshape's critical path with the
+        # two-cycle update: 7.8 ns of its 10.2 were routes from `key3_ahead1`). Each SELECT_CHUNK bits of
+        # the state, and the conditions, take a copy of their own of the select lines, decided a stage
+        # early (wired below, once w0's ways are known) and moving with the registers they copy.
+        older_copies = []
+        if older_next is not None and stale_free and sw > SELECT_CHUNK:
+            for c in range(-(-sw // SELECT_CHUNK) + (1 if cw else 0)):
+                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
+                m.d.comb += copy.en.eq(self.en)
+                older_copies.append(copy)
+
         # Each way's flags as the lookup sees them: patched with the newest write (w0) if it touched the
         # way, else with the newest of the older writes ahead that did, else block RAM's. What the older
         # writes and block RAM say is decided a stage early and registered, from the writes' registers
@@ -741,7 +770,6 @@ class TablePartitioner(wiring.Component):
                 picks = [Signal(name=f"pick4_way{w}") for w in range(W)]
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
-            later = [mine3r[j] for j in range(2, forward)]
             if cw:
                 # The older writes' conditions for the key at stage 3: the write one ahead's (w0 then)
                 # computed there; each write two or more ahead's a stage earlier, from that write's
@@ -756,10 +784,15 @@ class TablePartitioner(wiring.Component):
                     with m.If(self.en):
                         m.d.sync += early.eq(value)
                     older_conds.append(early)
+            older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
-                m.d.sync += older_state.eq(newest_of(older_one, later, [fields(writes[j - 1]["entry"])[0]
-                                                                        for j in range(1, forward)], Const(0, sw)))
+                if older_copies:
+                    for c in range(-(-sw // SELECT_CHUNK)):
+                        lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
+                        m.d.sync += older_state[lo:hi].eq(older_of(older_values, 0, lo, hi, older_copies[c]))
+                else:
+                    m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
                 if cw:
                     # and its conditions, each write's computed beside its own register and picked
                     # alike (picked first, the comparators would follow the picking): zero if none,
@@ -769,7 +802,8 @@ class TablePartitioner(wiring.Component):
                     # estimate after placement moved by 3 % (28.5 → 29.4 MHz: the update loop's own
                     # conditions are as deep) and router1 stalled: as it is, measured.)
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                    m.d.sync += older_cond.eq(newest_of(older_one, later, older_conds, Const(0, cw)))
+                    m.d.sync += older_cond.eq(older_of(older_conds, Const(0, cw),
+                                                       copy=older_copies[-1] if older_copies else None))
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: only the way the key hits, live, holds its state
             # The key's own newest write ahead is its state if the way it wrote is live (else it has
@@ -781,8 +815,7 @@ class TablePartitioner(wiring.Component):
             # once, from its state (finance2's conditions multiply prices by constants: computed from
             # each older write, they were half its carry cells).
             older_state = Signal(sw, name="older4_state")
-            older_state_next = newest_of(older_one, [mine3r[j] for j in range(2, forward)],
-                                         [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
+            older_state_next = older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
             with m.If(self.en):
                 m.d.sync += older_state.eq(older_state_next)
             pick_newest = Signal(name="pick4_write0")
@@ -875,6 +908,12 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += w0["keep"].eq(0)
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
+        if older_copies:
+            # (the write one ahead's flag at stage 3 takes w0's ways: those the key forming it targets.
+            # A swept bucket's write is no key's, and no key is in flight while the table is swept.)
+            one_next, *mine_next = older_next
+            for copy in older_copies:
+                m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *first(mine_next)))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
