@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from cepc import events
 from cepc.hw.decoder import PredicateDecoder
 from cepc.hw.layouts import tuple_layout
-from cepc.hw.nfa_core import Conditions, PartialMatchCore
+from cepc.hw.nfa_core import Conditions, PartialMatchCore, TupleTerms
 from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
@@ -446,6 +446,85 @@ def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after, 
                     for _ in range(400)])
     assert len(expected_rows(checked, frame)) >= 30
     hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=2,
+                          update_cycles=update_cycles)
+
+
+WIDE_PRODUCTS = ("CREATE STREAM s (t TIMESTAMP, k UINT8, x INT32, y INT32, z UINT32);\n"
+                 "PARTITION BY k AFTER MATCH CONTINUE MEASURES COUNT(*) AS n, MAX(z) AS top PATTERN (A B+ C) "
+                 "DEFINE A AS x > 0, "
+                 "B AS x * 3 >= LAST(x) * 2 AND z * 1005 + x > MIN(z) * 1000, "
+                 "C AS x * -7 < FIRST(y) OR y * 300000 > LAST(z);")
+
+
+def test_staged_terms_equal_the_terms_of_the_registered_tuple():
+    # TupleTerms.staged: the partial products registered with the tuple, summed after it, give the
+    # terms of the registered tuple exactly; the fields' extremes and random values
+    design = lower(check(parse(WIDE_PRODUCTS)))
+    layout = tuple_layout(design.tuple)
+    terms = TupleTerms(design.queries[0], layout)
+
+    class Staged(Elaboratable):
+        def __init__(self):
+            self.tuple, self.en = Signal(layout), Signal()
+            self.staged, self.want = Signal(terms.width), Signal(terms.width)
+
+        def elaborate(self, platform):
+            m = Module()
+            registered = Signal(layout)
+            with m.If(self.en):
+                m.d.sync += registered.eq(self.tuple)
+            m.d.comb += [self.staged.eq(terms.staged(m, self.tuple, registered, self.en, "q")),
+                         self.want.eq(terms.of(registered))]
+            return m
+
+    dut = Staged()
+    rng = random.Random(23)
+    edges = [-(1 << 31), (1 << 31) - 1, 0, -1, 1, (1 << 17) - 1, 1 << 17, -(1 << 17), (1 << 18) + 5]
+
+    async def bench(ctx):
+        for i in range(300):
+            x, y = (rng.choice(edges) if rng.random() < 0.4 else rng.randrange(-(1 << 31), 1 << 31) for _ in range(2))
+            z = rng.choice([0, (1 << 32) - 1, 1 << 18, (1 << 18) - 1, rng.randrange(1 << 32)])
+            ctx.set(dut.tuple.x, x)
+            ctx.set(dut.tuple.y, y)
+            ctx.set(dut.tuple.z, z)
+            ctx.set(dut.en, rng.random() < 0.8)
+            await ctx.tick()
+            assert ctx.get(dut.staged) == ctx.get(dut.want), f"cycle {i}"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("update_cycles", [1, 2])
+def test_wide_products_staged_as_partial_products_update_as_the_reference(update_cycles):
+    # Products of wide fields (TupleTerms.staged): each operand cut into 18-bit slices, the partial
+    # products registered, summed a stage later. Signed and unsigned fields, by a constant, by a
+    # negative one and by a constant wider than a slice (both operands cut), and a product inside a
+    # sum; values across the whole range, their extremes among them.
+    from oracle import expected_rows
+
+    checked = check(parse(WIDE_PRODUCTS))
+    design = lower(checked)
+    terms = TupleTerms(design.queries[0], tuple_layout(design.tuple))
+    # x * 3, z * 1005, x * -7, y * 300000, and what the scaled registers take: x * 2, z * 1000
+    assert len(terms.products) == 6
+    rng = random.Random(17)
+
+    def wide(signed):
+        lo, hi = (-(1 << 31), 1 << 31) if signed else (0, 1 << 32)
+        small = rng.randrange(-700, 700) if signed else rng.randrange(1400)
+        return rng.choice([lo, hi - 1, rng.randrange(lo, hi), rng.randrange(lo, hi), small])
+
+    rows = []
+    for i in range(500):
+        x, y, z = wide(True), wide(True), wide(False)
+        rows.append({"t": i, "k": rng.randrange(3), "x": x, "y": y, "z": z})
+    frame = pd.DataFrame(rows)
+    assert len(expected_rows(checked, frame)) >= 20
+    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=4, partitioner="table", seed=3,
                           update_cycles=update_cycles)
 
 

@@ -159,6 +159,47 @@ class TupleTerms:
         build = ExprBuilder(lambda name: field_of(tuple_, name))
         return Cat(*(build.value(e).as_unsigned() for e in self.exprs))
 
+    def staged(self, m: Module, tuple_: Value, tuple_next: Value, en: Value, name: str) -> Value:
+        """The terms, packed, of the tuple in ``tuple_next``, a register that takes ``tuple_`` on the
+        edges where ``en`` is high, with each product of the terms (``price * 1005``) computed before
+        that register and registered as its partial products (its operands cut into slices of
+        PRODUCT_SLICE bits: one multiplier block each), summed after it. The rest of the terms is
+        computed after it too. (finance5 with the two-cycle update: its critical path was the tuple
+        through a multiplier block and the carry chain that adds its partial products, into the
+        register of the terms.)"""
+        before = ExprBuilder(lambda n: field_of(tuple_, n))
+        known: dict[PExpr, Value] = {}
+        for k, product in enumerate(self.products):
+            left, right = before.value(product.left), before.value(product.right)
+            parts = []
+            for i, (a, a_at) in enumerate(_slices(left)):
+                for j, (b, b_at) in enumerate(_slices(right)):
+                    part = Signal((a * b).shape(), name=f"{name}_product{k}_part{i}{j}", reset_less=True)
+                    with m.If(en):
+                        m.d.sync += part.eq(a * b)
+                    parts.append(part if a_at + b_at == 0 else part << (a_at + b_at))
+            total = Signal((left * right).shape(), name=f"{name}_product{k}")
+            m.d.comb += total.eq(sum(parts[1:], parts[0]))
+            known[product] = total
+        after = ExprBuilder(lambda n: field_of(tuple_next, n), known=known)
+        return Cat(*(after.value(e).as_unsigned() for e in self.exprs))
+
+    @property
+    def products(self) -> list[PArith]:
+        """The products among the terms that contain no other product."""
+        found: list[PArith] = []
+
+        def walk(e: PExpr) -> bool:  # whether ``e`` holds a product
+            inner = [walk(child) for child in children(e)]
+            if isinstance(e, PArith) and e.op == "*" and not any(inner):
+                if e not in found:
+                    found.append(e)
+                return True
+            return any(inner)
+        for e in self.exprs:
+            walk(e)
+        return found
+
     def unpack(self, bits: Value) -> dict[PExpr, Value]:
         """The packed terms as the values of their expressions (for :class:`ExprBuilder`'s ``known``)."""
         out, lo = {}, 0
@@ -167,6 +208,21 @@ class TupleTerms:
             out[e] = v.as_signed() if shape.signed else v
             lo += shape.width
         return out
+
+
+PRODUCT_SLICE = 18  # an ECP5 multiplier block's (MULT18X18D) operand width
+
+
+def _slices(v: Value) -> list[tuple[Value, int]]:
+    """``v`` as slices of at most PRODUCT_SLICE bits and where each begins: ``v`` is the sum of each
+    slice shifted there (the top one signed if ``v`` is)."""
+    if len(v) <= PRODUCT_SLICE:
+        return [(v, 0)]
+    out = []
+    for lo in range(0, len(v), PRODUCT_SLICE):
+        part = v[lo:lo + PRODUCT_SLICE]
+        out.append((part.as_signed() if v.shape().signed and lo + PRODUCT_SLICE >= len(v) else part, lo))
+    return out
 
 
 class TupleInputs:

@@ -290,17 +290,17 @@ class Top(wiring.Component):
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
         t_preds = t_data[self.tuple_width:self.tuple_width + len(b_preds)]
         # the arithmetic a looking-ahead partial-match core takes of a tuple alone (TupleTerms: finance5's
-        # price * 1000, price * 1005 and time - 20000), computed from the tuple at stage 2 into a register
-        # and carried beside it as the predicate vector is: no multiplier or subtractor in the cycle that
-        # updates a key's state
+        # price * 1000, price * 1005 and time - 20000), computed beside the tuple's stage-1 registers
+        # (each product's partial products before them, the sums after) and carried beside it as the
+        # predicate vector is: no multiplier or subtractor in the cycle that updates a key's state
         term_lines = {}
         for q, qname in zip(design.queries, hw_names(design)):
             terms = TupleTerms(q, self.tuple_layout) if looks_ahead and q.tracks_matches and q.key_fields else None
             if terms is None or not terms.width:
                 continue
-            b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
-            with m.If(en_front):
-                m.d.sync += b_terms.eq(terms.of(a_tuple))
+            # (products registered as their partial products at stage 1, summed after: TupleTerms.staged)
+            b_terms = Signal(terms.width, name=f"{qname}_b_terms")
+            m.d.comb += b_terms.eq(terms.staged(m, a_tuple, b_tuple, en_front, qname))
             line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True, ahead=3)
             en_terms = en_copy(f"{qname}_terms")
             m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
