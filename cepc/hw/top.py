@@ -290,9 +290,10 @@ class Top(wiring.Component):
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
         t_preds = t_data[self.tuple_width:self.tuple_width + len(b_preds)]
         # the arithmetic a looking-ahead partial-match core takes of a tuple alone (TupleTerms: finance5's
-        # price * 1000, price * 1005 and time - 20000), computed beside the tuple's stage-1 registers
-        # (each product's partial products before them, the sums after) and carried beside it as the
-        # predicate vector is: no multiplier or subtractor in the cycle that updates a key's state
+        # price * 1000, price * 1005 and time - 20000), computed beside the tuple's registers after the
+        # decoder (b_tuple: each product's partial products before them, the sums after; the table's
+        # stage 1) and carried beside it as the predicate vector is: no multiplier or subtractor in the
+        # cycle that updates a key's state
         term_lines = {}
         for q, qname in zip(design.queries, hw_names(design)):
             terms = TupleTerms(q, self.tuple_layout) if looks_ahead and q.tracks_matches and q.key_fields else None
