@@ -163,8 +163,8 @@ class TupleTerms:
         """The terms, packed, of the tuple in ``tuple_next``, a register that takes ``tuple_`` on the
         edges where ``en`` is high, with each product of the terms (``price * 1005``) computed before
         that register and registered as its partial products (its operands cut into slices of
-        PRODUCT_SLICE bits: one multiplier block each), summed after it. The rest of the terms is
-        computed after it too. (finance5 with the two-cycle update: its critical path was the tuple
+        PRODUCT_SLICE bits: one multiplier block per pair of slices), summed after it. The rest of the
+        terms is computed after it too (nested products: only the innermost are split). (finance5 with the two-cycle update: its critical path was the tuple
         through a multiplier block and the carry chain that adds its partial products, into the
         register of the terms.)"""
         before = ExprBuilder(lambda n: field_of(tuple_, n))

@@ -299,7 +299,6 @@ class Top(wiring.Component):
             terms = TupleTerms(q, self.tuple_layout) if looks_ahead and q.tracks_matches and q.key_fields else None
             if terms is None or not terms.width:
                 continue
-            # (products registered as their partial products at stage 1, summed after: TupleTerms.staged)
             b_terms = Signal(terms.width, name=f"{qname}_b_terms")
             m.d.comb += b_terms.eq(terms.staged(m, a_tuple, b_tuple, en_front, qname))
             line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True, ahead=3)

@@ -631,23 +631,27 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
 
-        def newest_of(one, later, values, zero, *, firsts=None):
-            """The value of the newest write ahead that is flagged: ``one`` the flag of the write one
-            ahead (values[0]), ``later`` those of the writes two or more ahead (registers, newest first;
-            values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops
-            (or, given ``firsts``, already one-hot in flip-flops)."""
+        def picked_by(one, firsts, values, zero):
+            """values[0] if ``one``, else the value flagged by the one-hot ``firsts`` (values[1:]), else
+            ``zero``."""
             rest = zero
-            for f, v in zip(first(later) if firsts is None else firsts, values[1:]):
+            for f, v in zip(firsts, values[1:]):
                 rest = rest | Mux(f, v, 0)
             return Mux(one, values[0], rest)
 
+        def newest_of(one, later, values, zero):
+            """The value of the newest write ahead that is flagged: ``one`` the flag of the write one
+            ahead (values[0]), ``later`` those of the writes two or more ahead (registers, newest first;
+            values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops."""
+            return picked_by(one, first(later), values, zero)
+
         def older_of(values, zero, lo=None, hi=None, copy=None):
             """The key's older write's ``values`` (bits [lo, hi)), picked by `older_one` and mine3r, or by
-            ``copy`` of them."""
+            ``copy`` of them (that flag and mine3r's priority, one-hot)."""
             part = [v if lo is None else v[lo:hi] for v in values]
             if copy is None:
                 return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
-            return newest_of(copy.q[0], None, part, zero, firsts=list(copy.q[1:]))
+            return picked_by(copy.q[0], list(copy.q[1:]), part, zero)
         way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
