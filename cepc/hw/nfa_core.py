@@ -164,9 +164,9 @@ class TupleTerms:
         edges where ``en`` is high, with each product of the terms (``price * 1005``) computed before
         that register and registered as its partial products (its operands cut into slices of
         PRODUCT_SLICE bits: one multiplier block per pair of slices), summed after it. The rest of the
-        terms is computed after it too (nested products: only the innermost are split). (finance5 with the two-cycle update: its critical path was the tuple
-        through a multiplier block and the carry chain that adds its partial products, into the
-        register of the terms.)"""
+        terms is computed after it too; of nested products only the innermost are split. (finance5
+        with the two-cycle update: its critical path was the tuple through a multiplier block and the
+        carry chain that adds its partial products, into the register of the terms.)"""
         before = ExprBuilder(lambda n: field_of(tuple_, n))
         known: dict[PExpr, Value] = {}
         for k, product in enumerate(self.products):

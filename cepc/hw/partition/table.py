@@ -586,12 +586,17 @@ class TablePartitioner(wiring.Component):
         mine3r = {j: Signal(name=f"mine3_ahead{j}") for j in range(2, forward)}
         touch3r = {j: Signal(W, name=f"touch3_ahead{j}") for j in range(2, forward)}
 
+        def mine_of(j, valid, same_index, same_key_):
+            """Whether the write ``j`` ahead (two or more) is the key's: valid, its bucket and key, a way
+            written (what mine3r takes)."""
+            return valid & same_index & same_key_ & writes[j - 2]["ways"].any()
+
         def judged(j, valid, same_index, same_key_):
             """mine3r and touch3r of the write ``j`` ahead (``ahead[j]``: writes[j - 2] at stage 2)."""
             if j < 2:
                 return []
             wr = writes[j - 2]
-            return [mine3r[j].eq(valid & same_index & same_key_ & wr["ways"].any()),
+            return [mine3r[j].eq(mine_of(j, valid, same_index, same_key_)),
                     touch3r[j].eq((valid & same_index).replicate(W) & wr["ways"])]
         # (`lag` on a large die: what the older writes' select lines will be at stage 3, for copies of
         # them: the write one ahead's flag but for w0's ways, and mine3r's; see `older_copies`)
@@ -621,8 +626,7 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += judged(j, valid, same_index, same_key_)
             if self.lag:
                 older_next = ([ahead[1][0] & early[1][0] & early[1][1]] +
-                              [ahead[j][0] & early[j][0] & early[j][1] & writes[j - 2]["ways"].any()
-                               for j in range(2, forward)])
+                              [mine_of(j, ahead[j][0], *early[j]) for j in range(2, forward)])
         else:  # (the UP5K: logic cells are short; the key's own registers)
             with m.If(self.en):
                 for j, (valid, index, key) in enumerate(ahead):
