@@ -18,7 +18,8 @@ Pipeline (one stage per line, all advancing together while ``en`` is high):
 4. … ``depth`` cycles in the partitioner, payload in a delay line beside it …
 5. NFA core on the tail element; the record is registered, with the parts of the decision
    to write it (and to spill the tuple);
-6. … and written into the query's output FIFO (or the tuple into the spill FIFO).
+6. … and written into the query's output FIFO (or the tuple into the spill FIFO); with the
+   two-cycle update (a cycle more in the partitioner), registered once more first.
 
 ``en`` (a register) drops when any output FIFO is nearly full, which freezes
 the whole pipeline: backpressure on ``m_tready`` or ``spill_tready`` never
@@ -48,7 +49,8 @@ OUTPUT_FIFO_DEPTH = 16
 # Writes that can still reach a FIFO after its level is seen: the record register, the NFA
 # stage that `en` let through, one for the level's own register, one for `en_next` (`en` is
 # registered twice: the first register feeds copies of it across the die), and one in the FIFO's
-# write register (cepc.hw.fifo; the level counts the words stored).
+# write register (cepc.hw.fifo; the level counts the words stored). The two-cycle update's second
+# record register adds one.
 STALL_MARGIN = 5
 
 
@@ -135,8 +137,9 @@ def payload_width(design: DesignPlan, decoder: bool = True) -> int:
 def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", update_cycles: int = 1) -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
-    record register 1, output FIFO 2, arbiter 1."""
-    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles)
+    record register 1, output FIFO 2, arbiter 1; with the two-cycle update, its cycle in the
+    partitioner and a second record register."""
+    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles) + update_cycles - 1
 
 
 class Top(wiring.Component):
@@ -470,6 +473,14 @@ class Top(wiring.Component):
                 written = Signal(self.record_layout, name=f"{qname}_written")
                 m.d.comb += [written.eq(record), written.measures.eq(measures.measures)]
                 record = written
+            if lag:
+                # (the two-cycle update, for its faster clock: the record and its measures are
+                # registered once more, so the registers taking the core's end values (`ends`: the
+                # compare of a MAX, the sum of a SUM) can sit by the core, not by the FIFO)
+                staged = Signal(self.record_layout, name=f"{qname}_record6", reset_less=True)
+                staged_valid = Signal(name=f"{qname}_record6_valid")
+                m.d.sync += [staged.eq(record), staged_valid.eq(record_valid)]
+                record, record_valid = staged, staged_valid
             fifo = output_fifo(self.record_layout.size)
             m.submodules[f"{qname}_matches"] = fifo
             m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(record_valid)]
@@ -499,7 +510,8 @@ class Top(wiring.Component):
         # The pipeline advances while every FIFO has room. `en` is registered twice (it fans out to
         # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank
         # of block RAM), so it lags the fill levels by two cycles: keep room for the writes in flight.
-        room = Cat(*(level <= OUTPUT_FIFO_DEPTH - STALL_MARGIN for level in levels)).all()
+        # (lag: a record stage more, one write more in flight)
+        room = Cat(*(level <= OUTPUT_FIFO_DEPTH - STALL_MARGIN - lag for level in levels)).all()
         m.d.sync += [en_next.eq(room), en.eq(en_next)]
         m.d.comb += slot.eq(Cat(*slots).all())
         if lag:  # (the tuple taken into stage 2 now, and the one there, which moves on to stage 3)
