@@ -674,11 +674,11 @@ class TablePartitioner(wiring.Component):
 
         def older_of(values, zero, lo=None, hi=None, copy=None):
             """The key's older write's ``values`` (bits [lo, hi)), picked by `older_one` and mine3r, or by
-            ``copy`` of them (that flag and mine3r's priority, one-hot)."""
+            ``copy`` of them (that flag and mine3r's flags, their priority taken after the copy)."""
             part = [v if lo is None else v[lo:hi] for v in values]
             if copy is None:
                 return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
-            return picked_by(copy.q[0], list(copy.q[1:]), part, zero)
+            return newest_of(copy.q[0], list(copy.q[1:]), part, zero)
         way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
@@ -712,8 +712,9 @@ class TablePartitioner(wiring.Component):
         # those two or more ahead) pick a state a thousand bits wide (mshape's 1,085) and its conditions:
         # one flag register fanned out to all of them across the die (mshape's critical path with the
         # two-cycle update: 7.8 ns of its 10.2 were routes from `key3_ahead1`). Each SELECT_CHUNK bits of
-        # the state, and the conditions, take a copy of their own of the select lines, decided a stage
-        # early (wired below, once w0's ways are known) and moving with the registers they copy.
+        # the state, and the conditions, take a copy of their own of the flags the select lines come
+        # from (`older_one`'s and mine3r's), decided a stage early (wired below, once w0's ways are
+        # known) and moving with the registers they copy; each takes their priority after its copy.
         older_copies = []
         if older_next is not None and stale_free and sw > SELECT_CHUNK:
             for c in range(-(-sw // SELECT_CHUNK) + (1 if cw else 0)):
@@ -942,9 +943,12 @@ class TablePartitioner(wiring.Component):
         if older_copies:
             # (the write one ahead's flag at stage 3 takes w0's ways: those the key forming it targets.
             # A swept bucket's write is no key's, and no key is in flight while the table is swept.)
+            # (mine3r's flags, not their priority: the priority's gates are taken beside each copy,
+            # after it, so the one net into the copies across the die comes from two gates, not a
+            # chain of them: finance0's critical path at 9e13792 was the priority, 7.8 ns)
             one_next, *mine_next = older_next
             for copy in older_copies:
-                m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *first(mine_next)))
+                m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *mine_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
