@@ -139,7 +139,8 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", 
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
     record register 1, output FIFO 2, arbiter 1; with the two-cycle update, its cycle in the
     partitioner and a second record register."""
-    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles) + update_cycles - 1
+    lag = update_cycles - 1 if keyed(design) else 0  # (without PARTITION BY, one cycle: see Top)
+    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles) + lag
 
 
 class Top(wiring.Component):
