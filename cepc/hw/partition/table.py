@@ -658,19 +658,14 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
 
-        def picked_by(one, firsts, values, zero):
-            """values[0] if ``one``, else the value flagged by the one-hot ``firsts`` (values[1:]), else
-            ``zero``."""
-            rest = zero
-            for f, v in zip(firsts, values[1:]):
-                rest = rest | Mux(f, v, 0)
-            return Mux(one, values[0], rest)
-
         def newest_of(one, later, values, zero):
             """The value of the newest write ahead that is flagged: ``one`` the flag of the write one
             ahead (values[0]), ``later`` those of the writes two or more ahead (registers, newest first;
             values[1:]); ``zero`` if none. The later ones' priority is a gate each, from flip-flops."""
-            return picked_by(one, first(later), values, zero)
+            rest = zero
+            for f, v in zip(first(later), values[1:]):
+                rest = rest | Mux(f, v, 0)
+            return Mux(one, values[0], rest)
 
         def older_of(values, zero, lo=None, hi=None, copy=None):
             """The key's older write's ``values`` (bits [lo, hi)), picked by `older_one` and mine3r, or by
