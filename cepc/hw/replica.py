@@ -9,8 +9,6 @@ only cost logic cells: :func:`small_die` says when to leave them out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 
@@ -34,20 +32,14 @@ class Replica(wiring.Component):
 
     PREFIX = "replica_"  # its submodules' names begin with this: the synthesis flow keeps them apart
 
-    def __init__(self, width: int, *, init: int | None = None, view: tuple[int, Callable] | None = None):
-        # None: no reset; else the value after one (`en`'s copies)
-        self._init = init
-        # ``view``, (its width, a function of the register): ``q`` is that function, computed in this
-        # module, so synthesis keeps it whole beside the register (its gates are not copied into
-        # each of their loads)
-        self._view = view
-        super().__init__({"d": wiring.In(width), "en": wiring.In(1),
-                          "q": wiring.Out(width if view is None else view[0])})
+    def __init__(self, width: int, *, init: int | None = None):
+        self._init = init  # None: no reset; else the value after one (`en`'s copies)
+        super().__init__({"d": wiring.In(width), "en": wiring.In(1), "q": wiring.Out(width)})
 
     def elaborate(self, platform):
         m = Module()
-        q = Signal(len(self.d), reset_less=self._init is None, init=self._init or 0)
+        q = Signal(len(self.q), reset_less=self._init is None, init=self._init or 0)
         with m.If(self.en):
             m.d.sync += q.eq(self.d)
-        m.d.comb += self.q.eq(q if self._view is None else self._view[1](q))
+        m.d.comb += self.q.eq(q)
         return m

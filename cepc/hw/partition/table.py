@@ -672,14 +672,12 @@ class TablePartitioner(wiring.Component):
 
         def older_of(values, zero, lo=None, hi=None, copy=None):
             """The key's older write's ``values`` (bits [lo, hi)), picked by `older_one` and mine3r, or by
-            ``copy``'s one-hot selects (:func:`older_selects`); ``zero`` (a zero) if none."""
+            ``copy`` of them (that flag and mine3r's flags, their priority taken after the copy)."""
             part = [v if lo is None else v[lo:hi] for v in values]
             if copy is None:
                 return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
-            picked = zero  # (the copy's selects: one-hot, or none set)
-            for select, v in zip(copy.q, part):
-                picked = picked | Mux(select, v, 0)
-            return picked
+            one, *later = older_flags(copy.q)
+            return newest_of(one, later, part, zero)
         way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
@@ -717,25 +715,17 @@ class TablePartitioner(wiring.Component):
         # from (`older_one`'s and mine3r's), moving with the registers they copy. A copy takes what
         # the flags are computed from, registers all (each write's valid flag, its chunks of the bucket
         # and key compares, its ways; for the write one ahead, the lookup's hit and ways, wired below),
-        # and computes the flags and their priority after it, in its own module (one-hot selects: kept
-        # whole beside the copy, not copied by synthesis into each multiplexer it drives): the routes
-        # across the die into the copies start at flip-flops. (With the flags computed before the
-        # copies, three gates deep, a 4.9 ns route followed them: mshape's critical path at b0f3f00.)
+        # and computes the flags and their priority after it: the routes across the die into the
+        # copies start at flip-flops. (With the flags computed before the copies, three gates deep,
+        # a 4.9 ns route followed them: mshape's critical path at b0f3f00, 8.6 ns.)
         older_copies = []
         target_width = 0 if lean else 1 + 2 * W  # (the lookup's hit, its ways and the free ways)
         if older_next is not None and stale_free and sw > SELECT_CHUNK:
             width = len(older_next[0]) + target_width + sum(len(v) for v in older_next[1:])
             for c in range(-(-sw // SELECT_CHUNK) + (1 if cw else 0)):
-                copy = Replica(width, view=(forward - 1, lambda q: Cat(*older_selects(q))))
-                m.submodules[f"{Replica.PREFIX}older{c}"] = copy
+                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(width)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
-
-        def older_selects(q):
-            """One-hot: which older write's value is the key's (the write one ahead's, then those two
-            or more ahead's; none set: none is), from ``q``, a copy of the flags' inputs."""
-            one, *later = older_flags(q)
-            return [one] + [f & ~one for f in first(later)]
 
         def older_flags(q):
             """The older writes' flags from ``q``, a copy of their inputs (``older_next``, the lookup's
