@@ -639,20 +639,17 @@ class TablePartitioner(wiring.Component):
                 reg = Signal(len(parts), name=name, reset_less=True)
                 with m.If(self.en):
                     m.d.sync += reg.eq(Cat(*parts))
-                return reg
+                return reg.all()
 
-            # (each write's chunk registers: its bucket's, then its key's if tagged)
-            early_regs = [[chunked(f"bucket2_ahead{j}", index, i1)] +
-                          ([chunked(f"key2_ahead{j}", key, tag_of(k1))] if self.tag_width else [])
-                          for j, (index, key) in enumerate(before)]
-            early = [(regs[0].all(), regs[1].all() if self.tag_width else Const(1)) for regs in early_regs]
+            early = [(chunked(f"bucket2_ahead{j}", index, i1), chunked(f"key2_ahead{j}", key, tag_of(k1)) if self.tag_width
+                      else Const(1)) for j, (index, key) in enumerate(before)]
             with m.If(self.en):
                 for j, ((valid, _, _), (same_index, same_key_)) in enumerate(zip(ahead, early)):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
-            if self.lag:  # (the inputs of the older writes' flags, registers all: see `older_copies`)
-                older_next = ([Cat(ahead[1][0], *early_regs[1])] +
-                              [Cat(ahead[j][0], *early_regs[j], writes[j - 2]["ways"]) for j in range(2, forward)])
+            if self.lag:
+                older_next = ([ahead[1][0] & early[1][0] & early[1][1]] +
+                              [mine_of(j, ahead[j][0], *early[j]) for j in range(2, forward)])
         else:  # (the UP5K: logic cells are short; the key's own registers)
             with m.If(self.en):
                 for j, (valid, index, key) in enumerate(ahead):
@@ -676,8 +673,7 @@ class TablePartitioner(wiring.Component):
             part = [v if lo is None else v[lo:hi] for v in values]
             if copy is None:
                 return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
-            one, *later = older_flags(copy.q)
-            return newest_of(one, later, part, zero)
+            return newest_of(copy.q[0], list(copy.q[1:]), part, zero)
         way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
@@ -712,35 +708,14 @@ class TablePartitioner(wiring.Component):
         # one flag register fanned out to all of them across the die (mshape's critical path with the
         # two-cycle update: 7.8 ns of its 10.2 were routes from `key3_ahead1`). Each SELECT_CHUNK bits of
         # the state, and the conditions, take a copy of their own of the flags the select lines come
-        # from (`older_one`'s and mine3r's), moving with the registers they copy. A copy takes what
-        # the flags are computed from, registers all (each write's valid flag, its chunks of the bucket
-        # and key compares, its ways; for the write one ahead, the lookup's hit and ways, wired below),
-        # and computes the flags and their priority after it: the routes across the die into the
-        # copies start at flip-flops. (With the flags computed before the copies, three gates deep,
-        # a 4.9 ns route followed them: mshape's critical path at b0f3f00, 8.6 ns.)
+        # from (`older_one`'s and mine3r's), decided a stage early (wired below, once w0's ways are
+        # known) and moving with the registers they copy; each takes their priority after its copy.
         older_copies = []
-        target_width = 0 if lean else 1 + 2 * W  # (the lookup's hit, its ways and the free ways)
         if older_next is not None and stale_free and sw > SELECT_CHUNK:
-            width = len(older_next[0]) + target_width + sum(len(v) for v in older_next[1:])
             for c in range(-(-sw // SELECT_CHUNK) + (1 if cw else 0)):
-                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(width)
+                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
-
-        def older_flags(q):
-            """The older writes' flags from ``q``, a copy of their inputs (``older_next``, the lookup's
-            target): the write one ahead's (its way is the one the key forming it targets), then mine3r's."""
-            n = len(older_next[0])
-            one, off = q[:n].all(), n + target_width
-            if not lean:  # (`target`'s ways: the hit's, or else the free ones; any of them)
-                hit_, hits_, alloc_ = q[n], q[n + 1:n + 1 + W], q[n + 1 + W:off]
-                one = one & Mux(hit_, hits_.any(), alloc_.any())
-            flags = [one]
-            for v in older_next[1:]:
-                part = q[off:off + len(v)]
-                flags.append(part[:len(v) - W].all() & part[len(v) - W:].any())
-                off += len(v)
-            return flags
 
         # Each way's flags as the lookup sees them: patched with the newest write (w0) if it touched the
         # way, else with the newest of the older writes ahead that did, else block RAM's. What the older
@@ -963,12 +938,12 @@ class TablePartitioner(wiring.Component):
         if older_copies:
             # (the write one ahead's flag at stage 3 takes w0's ways: those the key forming it targets.
             # A swept bucket's write is no key's, and no key is in flight while the table is swept.)
-            # (their inputs, not the flags, nor their priority: each copy computes both after it, so
-            # the nets into the copies across the die come from flip-flops: finance0's critical path at
-            # 9e13792 was the priority, 7.8 ns; mshape's at b0f3f00 the flags, 8.6 ns)
-            lookup = [] if lean else [hit, *hits, *alloc]  # (`target`'s inputs: stage-5 registers)
+            # (mine3r's flags, not their priority: the priority's gates are taken beside each copy,
+            # after it, so the one net into the copies across the die comes from two gates, not a
+            # chain of them: finance0's critical path at 9e13792 was the priority, 7.8 ns)
+            one_next, *mine_next = older_next
             for copy in older_copies:
-                m.d.comb += copy.d.eq(Cat(older_next[0], *lookup, *older_next[1:]))
+                m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *mine_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
