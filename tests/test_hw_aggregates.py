@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from amaranth.hdl import Const, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Elaboratable, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.sim import Simulator
 from hypothesis import HealthCheck, given, settings
@@ -373,111 +373,6 @@ def _lookahead_agrees(checked, rows: list[dict], seed: int) -> int:
     sim.add_testbench(bench)
     sim.run()
     return used[0]
-
-
-class _GivenHarness(Elaboratable):
-    """A core that computes its conditions from the state (``ref``) beside one given them, as the
-    table's two-cycle update computes them (``given``: its MIN and MAX compares among them), on any
-    state and tuple."""
-
-    def __init__(self, q, layout):
-        self.q, self.layout = q, layout
-        self.x = Signal(layout.size)
-        self.state = Signal(q.payload_width)
-        self.ref = PartialMatchCore(q, layout)
-        self.given = PartialMatchCore(q, layout, given_cond=True)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.ref, m.submodules.given = self.ref, self.given
-        m.submodules.decoder = decoder = PredicateDecoder(self.layout, list(self.q.predicates))
-        x = data.View(self.layout, self.x)
-        m.d.comb += decoder.tuple.eq(x)
-        for core in (self.ref, self.given):
-            m.d.comb += [core.state.eq(self.state), core.tuple.eq(x), core.preds.eq(decoder.preds)]
-        m.d.comb += self.given.cond.eq(self.given.conditions.of(self.state, x))
-        return m
-
-
-@pytest.mark.parametrize("name", ["mshape/mshape.sql", "finance/finance0/finance0.sql",
-                                  "finance/finance2/finance2.sql", "finance/finance5/finance5.sql", "random"])
-def test_given_min_and_max_compares_update_as_the_core_own(name):
-    # With the two-cycle update the table gives the core, among its conditions, whether each MIN and
-    # MAX register of each predecessor takes the tuple's value (Conditions.grow): the core then
-    # compares none of them. Its update equals the core's that compares, on random states (any
-    # register values, any states on) and tuples
-    rng = random.Random(name)
-    if name == "random":
-        pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("M"), ast.Var("L"), ast.Var("X"))), 1, None),
-                           ast.Var("R")))
-        checked = check(parse(query(pattern, "CONTINUE", None)))
-    else:
-        checked = check(parse_file(ROOT / "examples" / name))
-    design = lower(checked)
-    q = design.queries[0]
-    grown = Conditions(q, grows=True)
-    minmax = [r for r, reg in enumerate(q.registers) if reg.func in ("MIN", "MAX")]
-    extended = {p for s in range(q.nfa.n_states) for p in q.nfa.predecessors[s]}
-    assert minmax and set(grown.grow) == {(p, r) for p in extended for r in minmax}
-    assert not Conditions(q).grow
-    harness = _GivenHarness(q, tuple_layout(design.tuple))
-    assert harness.given.conditions.grow
-    width = q.payload_width
-
-    async def bench(ctx):
-        grew = 0
-        for i in range(300):
-            ctx.set(harness.state, rng.getrandbits(width))
-            ctx.set(harness.x, rng.getrandbits(len(harness.x)))
-            ref, given = harness.ref, harness.given
-            want = [ctx.get(v) for v in (ref.next, ref.match, ref.overflow, ref.ends)]
-            got = [ctx.get(v) for v in (given.next, given.match, given.overflow, given.ends)]
-            assert got == want, f"{name}, step {i}: the update differs"
-            cond = ctx.get(given.cond)
-            grew += sum(cond >> i & 1 for i in given.conditions.grow.values())
-        assert grew > 30  # (the compares went both ways)
-
-    sim = Simulator(harness)  # (combinational: a testbench reads settled values)
-    sim.add_testbench(bench)
-    sim.run()
-
-
-@pytest.mark.parametrize("grows", [False, True])
-@pytest.mark.parametrize("name", ["mshape/mshape.sql", "finance/finance2/finance2.sql", "random"])
-def test_the_conditions_read_only_the_state_bits_they_name(name, grows):
-    # The two-cycle update computes the newest write's conditions from a copy of the bits of its state
-    # that they read (Conditions.state_bits): a state's conditions equal those of the state with
-    # every other bit cleared (or flipped)
-    rng = random.Random(name)
-    if name == "random":
-        pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("F"), ast.Var("M"), ast.Var("L"),
-                                                               ast.Var("X"))), 1, None), ast.Var("N")))
-        checked = check(parse(query(pattern, "CONTINUE", 20)))
-    else:
-        checked = check(parse_file(ROOT / "examples" / name))
-    design = lower(checked)
-    q = design.queries[0]
-    conds = Conditions(q, grows=grows)
-    ranges = conds.state_bits()
-    named = sum(1 << b for lo, hi in ranges for b in range(lo, hi))
-    assert 0 < named < (1 << q.payload_width) - 1 and all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]))
-    layout = tuple_layout(design.tuple)
-    state, x = Signal(q.payload_width), Signal(layout.size)
-    of = conds.of(state, data.View(layout, x))
-    of_named = conds.of(state & named, data.View(layout, x))
-    of_flipped = conds.of(state ^ ~Const(named, q.payload_width), data.View(layout, x))
-
-    async def bench(ctx):
-        for _ in range(200):
-            ctx.set(state, rng.getrandbits(q.payload_width))
-            ctx.set(x, rng.getrandbits(layout.size))
-            assert ctx.get(of) == ctx.get(of_named) == ctx.get(of_flipped)
-
-    m = Module()
-    m.d.comb += Signal().eq(state.any() | x.any())  # (the signals in a design of their own)
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -242,10 +242,9 @@ class TupleInputs:
         self.width = max(1, sum(self.widths) + (self.terms.width if carried else 0))
 
     @classmethod
-    def for_conditions(cls, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool,
-                       grows: bool = False) -> TupleInputs:
+    def for_conditions(cls, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool) -> TupleInputs:
         terms = TupleTerms(query, tuple_layout).exprs if carried else ()
-        return cls(query, tuple_layout, Conditions(query, grows).fields_read(terms), carried)
+        return cls(query, tuple_layout, Conditions(query).fields_read(terms), carried)
 
     @classmethod
     def for_updates(cls, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool) -> TupleInputs:
@@ -277,11 +276,9 @@ def _source(reg, field, known: dict[PExpr, Value] | None) -> Value:
     return f
 
 
-def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr, Value] | None = None,
-             grows: Value | None = None) -> Value:
+def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr, Value] | None = None) -> Value:
     """Register r after a tuple (its fields: ``field``; ``known``: its terms, if given), from a partial
-    match's value (None: a new one). For a MIN or MAX, ``grows`` (if given) is whether the tuple's
-    value replaces the partial match's, computed before (:attr:`Conditions.grow`)."""
+    match's value (None: a new one)."""
     reg = q.registers[r]
     if reg.func == "COUNT":
         return Const(1) if base is None else base + 1
@@ -290,14 +287,11 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr,
         return f
     if reg.func == "FIRST":
         return base
-    if reg.func in ("MIN", "MAX"):
-        return Mux(_grows(reg, f, base) if grows is None else grows, f, base)
+    if reg.func == "MIN":
+        return Mux(f < base, f, base)
+    if reg.func == "MAX":
+        return Mux(f > base, f, base)
     return base + f  # SUM
-
-
-def _grows(reg, f: Value, base: Value) -> Value:
-    """Whether a MIN or MAX register takes the tuple's value ``f`` over the partial match's ``base``."""
-    return f < base if reg.func == "MIN" else f > base
 
 
 def _better(q: QueryPlan, a: Value, b: Value) -> Value:
@@ -332,30 +326,22 @@ class Conditions:
     with WITHIN, whether p's match started at most the window before the tuple (``extend``); with a
     COUNT bound the pattern does not keep, whether p's match is full (``full``); and per pair of
     predecessors of one state, whether the first's partial match is kept before the second's
-    (``before``); and with ``grows``, per predecessor p and MIN or MAX register r, whether the tuple's
-    value replaces p's (``grow``: the compare in the register's update).
+    (``before``).
 
     They are what makes the update deep: comparators over the tuple and the registers. Given them,
     the rest (which candidate wins, its registers) is a few gates and a multiplexer. So the table
     partitioner computes them a stage ahead, from each partial match it may pick (:meth:`of`), and
     the core computes them for the tuple behind (``next_cond``: :class:`PartialMatchCore` with
     ``lookahead``) from each candidate of its update, picked as the candidates are.
-
-    ``grows`` is for the table's two-cycle update, which computes them for every state it may pick:
-    the MIN and MAX compares then leave the update too, whose loop was a 32-bit compare, the choice
-    of candidate and a multiplexer (finance0's `MAX(price)`; finance2's update was seven LUTs deep).
-    Not with the core's lookahead, which would compare the next tuple with a candidate that is itself
-    picked by a compare.
     """
 
-    def __init__(self, query: QueryPlan, grows: bool = False):
+    def __init__(self, query: QueryPlan):
         q, nfa = query, query.nfa
         self._q = q
         self.holds: dict[tuple[int, int], int] = {}
         self.extend: dict[int, int] = {}
         self.full: dict[int, int] = {}
         self.before: dict[tuple[int, int], int] = {}
-        self.grow: dict[tuple[int, int], int] = {}
         self.count = next((i for i, r in enumerate(q.registers) if r.func == "COUNT"), None)
         n = 0
         for s in range(nfa.n_states):
@@ -378,10 +364,6 @@ class Conditions:
             if self.count is not None and not q.bounded:
                 self.full[p] = n
                 n += 1
-            for r, reg in enumerate(q.registers) if grows else ():
-                if reg.func in ("MIN", "MAX"):
-                    self.grow[(p, r)] = n
-                    n += 1
         self.width = n
 
     def fields_read(self, known: tuple[PExpr, ...] = ()) -> list[str]:
@@ -398,28 +380,7 @@ class Conditions:
             build.truth(q.predicates[q.nfa.pred[s]].expr)
         if self.extend:
             build.value(window_start(q))
-        for r in sorted({r for _, r in self.grow}):
-            reg = q.registers[r]
-            build.value(reg.source) if reg.scale != 1 else field(reg.field)
         return names
-
-    def state_bits(self) -> list[tuple[int, int]]:
-        """The bits of a partition state (a payload: [lo, hi) each, in order) that :meth:`of` reads:
-        the registers of the predecessors whose conditions it computes."""
-        q, nfa = self._q, self._q.nfa
-        read: set[tuple[int, int]] = set()
-        for s, p in self.holds:
-            def register(r, p=p):
-                read.add((p, r))
-                return Const(0, 64)
-            ExprBuilder(lambda name: Const(0, 64), register).truth(q.predicates[nfa.pred[s]].expr)
-        read |= {(p, q.start_time_register) for p in self.extend}
-        read |= {(p, self.count) for p in self.full}
-        read |= {(x, q.order_register) for pair in self.before for x in pair}
-        read |= set(self.grow)
-        offsets = [sum(r.width for r in q.registers[:i]) for i in range(len(q.registers))]
-        at = [nfa.n_states + p * q.register_width for p in range(nfa.n_states)]
-        return sorted((at[p] + offsets[r], at[p] + offsets[r] + q.registers[r].width) for p, r in read)
 
     def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None) -> Value:
         """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_`` (and
@@ -444,8 +405,6 @@ class Conditions:
             bits[i] = old[p][self.count] == q.max_length
         for (a, b), i in self.before.items():
             bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register])
-        for (p, r), i in self.grow.items():
-            bits[i] = _grows(q.registers[r], _source(q.registers[r], field, known), old[p][r])
         return Cat(*bits) if bits else Const(0, 1)
 
 
@@ -489,8 +448,7 @@ class PartialMatchCore(wiring.Component):
             raise ValueError(f"query {query.name} keeps no partial-match registers; use NfaCore")
         self._q = query
         self._layout = tuple_layout
-        # (with the table's two-cycle update, the MIN and MAX compares are among the given conditions)
-        self.conditions = Conditions(query, grows=given_cond and not lookahead)
+        self.conditions = Conditions(query)
         self.lookahead = lookahead and self.conditions.width > 0
         self.given_cond = (lookahead or given_cond) and self.conditions.width > 0
         self.tuple_terms = TupleTerms(query, tuple_layout)
@@ -584,8 +542,7 @@ class PartialMatchCore(wiring.Component):
 
         def candidate(c: int | None, r: int) -> Value:
             if (c, r) not in candidates:
-                grows = cond[conds.grow[(c, r)]] if (c, r) in conds.grow else None
-                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c), grows)
+                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c))
             return candidates[(c, r)]
 
         vector, new, overflow = [], [], []

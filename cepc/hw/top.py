@@ -92,7 +92,7 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
     if core is not None and core.given_cond:
         lookahead = {"conditions": lambda state, packed: core.conditions.of(state, *inputs.unpack(packed)),
                      "cond_width": core.conditions.width,
-                     "cond_in_width": inputs.width, "cond_reads": core.conditions.state_bits()}
+                     "cond_in_width": inputs.width}
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, early_key=2,
@@ -273,9 +273,7 @@ class Top(wiring.Component):
         # (with the table, partial-match cores with conditions look a tuple ahead: the one at stage 3)
         table = self.partitioner == "table" and keyed(design)
         # (and a table judges WITHIN's expiry a stage ahead: by the time of the tuple at stage 3)
-        # (with the two-cycle update, a query with MIN or MAX has conditions: Conditions.grow)
-        looks_ahead = table and any(q.key_fields and (q.within is not None or q.tracks_matches and
-                                                      Conditions(q, grows=lag).width)
+        looks_ahead = table and any(q.key_fields and (q.within is not None or q.tracks_matches and Conditions(q).width)
                                     for q in design.queries)
         line_depth = depth - lag  # (lag: to the lookup, then a register stage)
         # (the tables take what their conditions read of the tuple at stage 1: TupleInputs)
@@ -388,7 +386,7 @@ class Top(wiring.Component):
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
-                    inputs = TupleInputs.for_conditions(q, self.tuple_layout, line is not None, grows=lag) \
+                    inputs = TupleInputs.for_conditions(q, self.tuple_layout, line is not None) \
                         if q.tracks_matches else None
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
                                              core if q.tracks_matches else None, inputs, lag=lag)

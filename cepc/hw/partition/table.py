@@ -112,15 +112,6 @@ STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch ra
 BANK_DEPTH = 16384
 
 
-def _placed(bits: Value, ranges: list[tuple[int, int]], width: int) -> Value:
-    """A ``width``-bit value with ``bits`` at ``ranges`` ([lo, hi) each, in order) and zeros elsewhere."""
-    parts, at, used = [], 0, 0
-    for lo, hi in ranges:
-        parts += [Const(0, lo - at), bits[used:used + hi - lo]]
-        at, used = hi, used + hi - lo
-    return Cat(*parts, Const(0, width - at))
-
-
 def bank_depth_of(buckets: int, depth: int = BANK_DEPTH) -> int:
     """How deep a bank of a table of ``buckets`` is: ``depth`` rounded up to a power of two (at least
     two words: a one-word memory has no address), at most the table."""
@@ -196,8 +187,7 @@ class TablePartitioner(wiring.Component):
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
                  early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
-                 cond_in_width: int = 1, cond_reads: list[tuple[int, int]] | None = None, relay: bool = False,
-                 lag: bool = False):
+                 cond_in_width: int = 1, relay: bool = False, lag: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -246,8 +236,6 @@ class TablePartitioner(wiring.Component):
         # large die a copy for each state whose conditions are computed (a Replica beside them)
         self._conditions = conditions if cond_width else None
         self.cond_width = cond_width if conditions else 0
-        # the bits of a state the conditions read ([lo, hi) each; None: every bit)
-        self._cond_reads = cond_reads
         # ``lag``: the two-cycle update. The lookup's results are registered (stage 5, ``depth`` 5) and the
         # caller's next state is taken a stage later, so the update loop has two registers: the lookup's
         # pick into stage 5, the caller's update from there into the write. A key's write then reaches
@@ -558,19 +546,9 @@ class TablePartitioner(wiring.Component):
         cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)]
         # the newest write's conditions: the caller's for the key behind it, registered with it
         w0_cond = Signal(cw, name="w0_cond", reset_less=True)
-        w0_read = None  # (lag, on a large die: a copy of the bits of w0's state its conditions read)
         if cw and not self.lag:
             with m.If(self.en):
                 m.d.sync += w0_cond.eq(self.next_cond)
-        elif cw and copies and self._cond_reads is not None:
-            # (lag: computed at the lookup, from w0's state, for the tuple there. On a large die from a
-            # copy of the bits of it they read (Replica, loaded as w0 is, below), beside their
-            # comparators: w0 is the update loop's register and fans out to the older writes, the
-            # banks' copy and the core; finance0's critical path with the MIN and MAX compares among
-            # the conditions was a 2.4 ns route from w0 into these comparators, then the pick)
-            w0_read = m.submodules[f"{Replica.PREFIX}w0_cond_state"] = \
-                Replica(max(1, sum(hi - lo for lo, hi in self._cond_reads)))
-            m.d.comb += w0_cond.eq(conditions_at(_placed(w0_read.q, self._cond_reads, sw), 4))
         elif cw:  # (lag: computed at the lookup, from w0's state, for the tuple there)
             m.d.comb += w0_cond.eq(conditions_at(fields(w0["entry"])[0], 4))
         used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
@@ -957,9 +935,6 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += w0["keep"].eq(0)
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
-        if w0_read is not None:  # (w0's state as above: zero while swept)
-            m.d.comb += [w0_read.d.eq(Mux(sweeping, 0, Cat(*(self.next_state[lo:hi] for lo, hi in self._cond_reads)))),
-                         w0_read.en.eq(self.en)]
         if older_copies:
             # (the write one ahead's flag at stage 3 takes w0's ways: those the key forming it targets.
             # A swept bucket's write is no key's, and no key is in flight while the table is swept.)
