@@ -37,10 +37,10 @@ TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (t
 
 
 def run_one(example: str, board: str, seed: int, build: Path, partitions: int | None = None,
-            router: str = "auto") -> dict:
+            router: str = "auto", placer: str = "heap") -> dict:
     checked = check(parse_file(ROOT / EXAMPLES[example]))
     opts = flow.SynthOptions(board=board, out_dir=build / board / example, seed=seed, allow_timing_fail=True,
-                             pack=False, partitions=partitions, router=router)
+                             pack=False, partitions=partitions, router=router, placer=placer)
     t0 = time.perf_counter()
     steps = []
     try:
@@ -66,17 +66,17 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
         "tuples_per_second_at_fmax": s["tuples_per_second_at_fmax"],
         "tuples_per_second_uart": s["tuples_per_second_uart"],
         "critical_path": s["critical_paths"][0]["summary"] if s["critical_paths"] else None,
-        "router": s["router"],
+        "router": s["router"], "placer": s["placer"],
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
 
 def run_seeds(example: str, board: str, seeds: list[int], build: Path, partitions: int | None = None,
-              router: str = "auto") -> dict:
+              router: str = "auto", placer: str = "heap") -> dict:
     """The best of ``seeds`` (by Fmax), with every seed's Fmax in ``fmax_by_seed`` and its critical
     path in ``critical_path_by_seed`` (a design that misses on most seeds often misses on several
     paths, one per seed)."""
-    runs = [dict(run_one(example, board, seed, build, partitions, router), seed=seed) for seed in seeds]
+    runs = [dict(run_one(example, board, seed, build, partitions, router, placer), seed=seed) for seed in seeds]
     best = max(runs, key=lambda r: r.get("fmax_mhz", -1.0))
     best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}  # (None: the seed failed)
     if len(runs) > 1:
@@ -112,6 +112,8 @@ def markdown(rows: list[dict], seed: int | str) -> str:
         fmax = f"{r['fmax_mhz']:.1f}"
         if r.get("router") == "router1" and r["device"].startswith("LFE5"):  # (on iCE40, its only router)
             fmax += ", router1"
+        if r.get("placer", "heap") != "heap":
+            fmax += f", {r['placer']} placer"
         link = f"{r['link_fmax_mhz']:.0f} of {r['link_clock_mhz']:g}" if r.get("link_fmax_mhz") else ""
         if len(r.get("fmax_by_seed", {})) > 1:  # every seed's, the best first
             fmax += " (" + ", ".join(f"seed {k}: " + (f"{v:.1f}" if v is not None else "failed")
@@ -137,6 +139,8 @@ def main() -> int:
                    "--partitioner auto picks for the board's device), to compare designs at one size")
     p.add_argument("--router", choices=flow.ROUTER_CHOICES, default="auto",
                    help="nextpnr's router, as cepc synth --router (default: auto)")
+    p.add_argument("--placer", choices=flow.PLACER_CHOICES, default="heap",
+                   help="nextpnr's placer, as cepc synth --placer (default: heap)")
     p.add_argument("--build", default=str(ROOT / "build" / "bench-synth"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
@@ -145,7 +149,7 @@ def main() -> int:
     for board in args.boards.split(","):
         for example in args.examples.split(","):
             print(f"== {example} on {board}", file=sys.stderr, flush=True)
-            row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router)
+            row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router, args.placer)
             print(json.dumps(row), file=sys.stderr, flush=True)
             rows.append(row)
     out = Path(args.out)

@@ -15,7 +15,7 @@ from . import __version__
 from .errors import CepcError, ToolError, UsageError
 from .hw.devices import DEFAULT_DEVICE, DEVICES
 from .plan import DEFAULT_MAX_LENGTH
-from .synth.flow import ROUTER_CHOICES
+from .synth.flow import PLACER_CHOICES, ROUTER_CHOICES
 
 UPDATE_CYCLES = ("auto", "1", "2")  # --update-cycles (cepc.hw.top.update_cycles_for)
 
@@ -209,7 +209,7 @@ def cmd_synth(args) -> int:
     opts = flow.SynthOptions(board=args.board, out_dir=Path(args.output) if args.output else None, freq_mhz=args.freq,
                              baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
                              evict_after=args.evict_after,
-                             max_length=args.max_match_length, seed=args.seed, router=args.router,
+                             max_length=args.max_match_length, seed=args.seed, router=args.router, placer=args.placer,
                              allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles)
     t0 = time.perf_counter()
     with console.status(f"synthesising {args.query} for {args.board}") as status:
@@ -451,6 +451,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--router", choices=ROUTER_CHOICES, default="auto",
                    help="nextpnr's router; auto: on ECP5 router2, then router1 if router2 congests; on "
                         "iCE40 router1 (default: auto)")
+    c.add_argument("--placer", choices=PLACER_CHOICES, default="heap",
+                   help="nextpnr's placer: heap (analytic) or static (electrostatic: on the ECP5-85F it routes "
+                        "designs heap's placement leaves congested, such as finance2) (default: heap)")
     c.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even if timing is missed (still exits 1)")
     c.set_defaults(func=cmd_synth)

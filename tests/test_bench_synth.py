@@ -26,16 +26,16 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
 
     routers = []
 
-    def run_one(example, board, seed, build, partitions=None, router="auto"):
-        routers.append(router)
+    def run_one(example, board, seed, build, partitions=None, router="auto", placer="heap"):
+        routers.append((router, placer))
         if seed == 1:
             return {"example": example, "board": board, "error": error, "target_mhz": 50.0, "met": False,
                     "seconds": 90.0}
         return dict(placed)
 
     monkeypatch.setattr(bench, "run_one", run_one)
-    row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1")
-    assert routers == ["router1", "router1"]  # bench/synth.py --router, for every seed
+    row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static")
+    assert routers == [("router1", "static")] * 2  # bench/synth.py --router and --placer, for every seed
     assert row["fmax_mhz"] == 40.11 and row["seed"] == 3 and row["seconds"] == 390.0
     assert row["fmax_by_seed"] == {"1": None, "3": 40.11} and row["errors_by_seed"] == {"1": error}
     assert "40.1 (seed 1: failed, seed 3: 40.1)" in bench.markdown([row], "1,3")
@@ -53,3 +53,6 @@ def test_a_row_routed_by_router1_on_ecp5_says_so():
     assert "| 78.3 |" in bench.markdown([dict(row, router="router2")], "1")
     assert "| 78.3, router1 |" in bench.markdown([dict(row, board="colorlight-5a-75b", device="LFE5U-25F")], "1")
     assert "| 78.3 |" in bench.markdown([dict(row, board="icebreaker", device="iCE40UP5K")], "1")
+    # and one placed by nextpnr's static placer (--placer static) says that too
+    assert "| 78.3, router1, static placer |" in bench.markdown([dict(row, placer="static")], "1")
+    assert "| 78.3, router1 |" in bench.markdown([dict(row, placer="heap")], "1")

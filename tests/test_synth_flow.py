@@ -68,6 +68,7 @@ def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, ca
     assert re.search(r"Fmax \S+: [\d.]+ MHz, target [\d.]+ MHz: met", err)
     # nothing here congests router2, which --router auto tries first on ECP5 (router1 is the iCE40's)
     assert r["router"] == ("router2" if board.startswith("ulx3s") else "router1")
+    assert r["placer"] == "heap"  # nextpnr's default, unless --placer static
     # Yosys maps for the part's timing, and without emulating reads during writes beside block RAM
     script = (out / "cepc_board.ys").read_text()
     assert ("synth_ice40 -dffe_min_ce_use 4 -device u " in script) == (board == "icebreaker")
@@ -82,6 +83,16 @@ def test_the_router_the_user_names_routes_the_design(tmp_path):
     assert json.loads((out / "report.json").read_text())["router"] == "router1"
     log = (out / "nextpnr.log").read_text()
     assert "Router1 time" in log and "iter=" not in log  # router1's, not router2's iterations
+
+
+def test_the_placer_the_user_names_places_the_design(tmp_path):
+    out = tmp_path / "build"
+    assert main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "ulx3s-12f",
+                 "--partitioner", "pipeline", "--partitions", "4", "--freq", "30", "--placer", "static",
+                 "-o", str(out)]) == 0
+    assert json.loads((out / "report.json").read_text())["placer"] == "static"
+    log = (out / "nextpnr.log").read_text()
+    assert "Running Static placer" in log and "HeAP Placer Time" not in log
 
 
 def test_mshape_does_not_fit_the_up5k_and_says_so(tmp_path, capsys):

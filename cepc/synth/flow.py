@@ -77,6 +77,7 @@ class SynthOptions:
     max_length: int | None = None
     seed: int = 1
     router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
+    placer: str = "heap"  # nextpnr's placer: heap or static (see PLACER_CHOICES)
     update_cycles: str = "auto"  # a key's update: 1 or 2 cycles (cepc.hw.top.update_cycles_for)
     allow_timing_fail: bool = False
     pack: bool = True
@@ -94,6 +95,12 @@ class LinkDesign:
 
 
 ROUTER_CHOICES = ("auto", "router1", "router2")
+# nextpnr's placers: HeAP (analytic, its default) or `static` (electrostatic, RePlAce's method). On the
+# ECP5-85F, the same netlists at seed 1 with router1 (bench/results/synth.md): static placed and routed
+# finance2 in 27 minutes, at 63.9 MHz, where HeAP's placement was still 33,728 arcs from routed after
+# 69 minutes; on the designs HeAP's placement routes, HeAP's was faster (finance0 124.4 against 114.8 MHz,
+# mshape 116.2 against 111.8).
+PLACER_CHOICES = ("heap", "static")
 
 
 def routers(family: str, choice: str = "auto") -> list[str | None]:
@@ -461,8 +468,10 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         pnr = [*tools.yowasp("nextpnr-ice40"), platform._nextpnr_device_options[platform.device],
                "--package", platform.package.lower() + platform._nextpnr_package_options.get(platform.device, ""),
                "--pcf", f"{NAME}.pcf", "--asc", f"{NAME}.asc"]
+    if opts.placer not in PLACER_CHOICES:
+        raise UsageError(f"unknown placer {opts.placer!r}; use one of {', '.join(PLACER_CHOICES)}")
     pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--seed", str(opts.seed),
-            "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
+            "--placer", opts.placer, "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
     tried = routers(fam, opts.router)
     report_path = out / "nextpnr-report.json"
     report_path.unlink(missing_ok=True)
@@ -493,6 +502,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
 
     summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
     summary["router"] = router or "router1"  # nextpnr-ice40's default
+    summary["placer"] = opts.placer
     bitstream = None
     timing_ok = parsed.timing_met
     if timing_ok or opts.allow_timing_fail:
