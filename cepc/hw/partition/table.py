@@ -54,10 +54,8 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
 Given a partial-match core's ``conditions`` (:class:`~cepc.hw.nfa_core.Conditions`), the table
 also offers the key's state's conditions for its tuple (``out_cond``): computed at stage 3 from each
 way's word and from the key's older writes ahead, and registered, and for the newest write the caller's
-``next_cond``. Where nothing goes stale, each older write's are computed, then picked (the picking
-stays off the comparators' path); with WITHIN or ``evict_after``, once, from the key's newest older
-write, picked at stage 3 (finance2's conditions multiply by constants: computed per write, they were
-half its carry cells).
+``next_cond``. Each older write's are computed beside its register, then picked (the picking
+stays off the comparators' path), with WITHIN or ``evict_after`` too.
 
 So back-to-back tuples of one key, or of keys sharing a bucket, see each other's updates by
 forwarding, never by stalling; every path into and out of block RAM starts or ends in a
@@ -756,6 +754,22 @@ class TablePartitioner(wiring.Component):
                 seen = seen | f
             return out
 
+        def older_conditions():
+            """The older writes' conditions for the key at stage 3, in `older_of`'s order: the write one
+            ahead's (w0 then) computed there; each write two or more ahead's a stage earlier, from that
+            write's register then, for the tuple at stage 2, and registered (the writes and the tuples
+            move on the same enabled edges): at stage 3 they are picked from flip-flops, and the routes
+            from the writes' wide registers have a cycle of their own (mshape with the two-cycle update:
+            3.3 ns from an older write into the comparators, then the pick)."""
+            conds = [conditions_at(fields(writes[0]["entry"])[0])]
+            for j in range(2, forward):
+                early = Signal(cw, name=f"cond3_ahead{j}", reset_less=True)
+                value = conditions_at(fields(writes[j - 2]["entry"])[0], 2)
+                with m.If(self.en):
+                    m.d.sync += early.eq(value)
+                conds.append(early)
+            return conds
+
         hits = first([own[w] & live[w] for w in range(W)])
         hit = Cat(*hits).any()
         # a key reuses its own stale entry before any other, so it is never held twice
@@ -797,20 +811,7 @@ class TablePartitioner(wiring.Component):
                 picks = [Signal(name=f"pick4_way{w}") for w in range(W)]
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
-            if cw:
-                # The older writes' conditions for the key at stage 3: the write one ahead's (w0 then)
-                # computed there; each write two or more ahead's a stage earlier, from that write's
-                # register then, for the tuple at stage 2, and registered (the writes and the tuples
-                # move on the same enabled edges): at stage 3 they are picked from flip-flops, and the
-                # routes from the writes' wide registers have a cycle of their own (mshape with the
-                # two-cycle update: 3.3 ns from an older write into the comparators, then the pick)
-                older_conds = [conditions_at(fields(writes[0]["entry"])[0])]
-                for j in range(2, forward):
-                    early = Signal(cw, name=f"cond3_ahead{j}", reset_less=True)
-                    value = conditions_at(fields(writes[j - 2]["entry"])[0], 2)
-                    with m.If(self.en):
-                        m.d.sync += early.eq(value)
-                    older_conds.append(early)
+            older_conds = older_conditions() if cw else None
             older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
@@ -838,9 +839,12 @@ class TablePartitioner(wiring.Component):
             # above, and registered) or block RAM's word of the way the key holds, untouched by the
             # writes ahead. Which is decided at stage 3 and registered (below: the flags there are
             # registers or block RAM's word, and w0 is being formed), so, as without anything stale,
-            # the state's select lines come from flip-flops. The older write's conditions are computed
-            # once, from its state (finance2's conditions multiply prices by constants: computed from
-            # each older write, they were half its carry cells).
+            # the state's select lines come from flip-flops. The older write's conditions are each
+            # older write's, computed beside its register and picked alike, as above. (Computed once,
+            # from the picked state, the picking was in front of the comparators: finance2's critical
+            # path, 15.6 ns at 0a4cc39 from `mine3_ahead2` through the pick and a carry chain into
+            # `older4_cond`. They were once computed once to save carry cells, while finance2's
+            # conditions multiplied prices by constants; its scaled registers multiply nothing now.)
             older_state = Signal(sw, name="older4_state")
             older_state_next = older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
             with m.If(self.en):
@@ -848,9 +852,9 @@ class TablePartitioner(wiring.Component):
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
-            if cw:  # w0's conditions the caller's, the older write's computed at stage 3, once
+            if cw:  # w0's conditions the caller's, the older write's picked at stage 3
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                value = conditions_at(older_state_next)
+                value = older_of(older_conditions(), Const(0, cw))
                 with m.If(self.en):
                     m.d.sync += older_cond.eq(value)
                 cond_newest, cond_base, cond_words = w0_cond, Const(0, cw), [older_cond] + cond4
