@@ -105,8 +105,8 @@ class Ahead(Elaboratable):
         self.dut, self.platform, self.window = dut, platform, window
         self.key, self.inject, self.en = Signal(len(dut.key)), Signal(), Signal(init=1)
         # WITHIN: the key's time, carried beside it as the top carries its tuple: the table reads the
-        # time one stage behind its lookup (next_now) and its lookup's time plus the window (next_expiry)
-        self.time = Signal(len(dut.next_now))
+        # time two stages behind its lookup (now2) and its lookup's time plus the window (next_expiry)
+        self.time = Signal(len(dut.now2))
         self.ready = Signal()
 
     def elaborate(self, platform):
@@ -147,8 +147,8 @@ class Ahead(Elaboratable):
         times = [Signal(len(time), name=f"time_stage{i}") for i in range(1, dut.depth + 1)]  # beside k1 … k4 (k5)
         with m.If(dut.en):
             m.d.sync += [t.eq(d) for t, d in zip(times, [time] + times[:-1])]
-        # (the time at stage 3; the written key's, at stage 4, or 5 with `lag`)
-        m.d.comb += [dut.next_now.eq(times[DEPTH - 2]), dut.next_expiry.eq(times[-1] + self.window)]
+        # (the time at stage 2; the written key's, at stage 4, or 5 with `lag`)
+        m.d.comb += [dut.now2.eq(times[DEPTH - 3]), dut.next_expiry.eq(times[-1] + self.window)]
         return m
 
 

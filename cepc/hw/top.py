@@ -416,8 +416,11 @@ class Top(wiring.Component):
                         return time.as_unsigned() ^ (1 << (len(time) - 1)) if time.shape().signed else time
                     time = unsigned_time(t_tuple)
                     if self.partitioner == "table":  # judged at the key's own bucket, by its own time,
-                        # a stage ahead: the time of the tuple at stage 3
-                        m.d.comb += part.next_now.eq(unsigned_time(tuple3))
+                        # a stage ahead (two, for the older writes): the time of the tuple at stage 2,
+                        # what the one at stage 3 will be after the next enabled edge
+                        tuple2 = Signal(self.tuple_layout, name=f"{qname}_tuple2")
+                        m.d.comb += [tuple2.eq(payload.o_ahead2[:self.tuple_layout.size]),
+                                     part.now2.eq(unsigned_time(tuple2))]
                     else:  # judged all along the chain: by the latest time the tail has taken
                         now = Signal(expiry, name=f"{qname}_now")
                         with m.If(en_q & payload.o_valid):

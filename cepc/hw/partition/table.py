@@ -44,7 +44,7 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
    state, and each way's flags as the writes ahead but the newest leave them, are decided at stage 3
    and registered, and so is the state of the key's newest write but w0 (zero if none); with WITHIN
    or ``evict_after`` so is whether each entry is stale (its expiry against the key's time, given a
-   stage ahead as ``next_now``; its stamp against the epoch of the lookup), w0's as it is formed. The
+   stage ahead; its stamp against the epoch of the lookup), w0's as it is formed. The
    lookup patches the flags with w0 alone, and the state is w0's, that register's or block RAM's,
    picked by registers (on a large die a copy of them per SELECT_CHUNK bits of a wide state). In the
    next enabled cycle
@@ -173,8 +173,8 @@ class TablePartitioner(wiring.Component):
 
     ``entries`` is rounded up to a power of two (and to ``2**key_width`` when direct-indexed
     fits). ``state_width`` is the stored payload, its low ``vector_width`` bits the state vector.
-    ``expiry_width``: exact eviction for WITHIN (``next_now`` is the time of the tuple one stage
-    behind the one being placed: what that one's will be after the next enabled edge; ``next_expiry``
+    ``expiry_width``: exact eviction for WITHIN (``now2`` is the time of the tuple two stages
+    behind the one being placed: what that one's will be after two enabled edges; ``next_expiry``
     the placed tuple's time plus the window). After ``rst`` the table is swept clear (one bucket
     per cycle, ``slot`` low meanwhile) if anything was written since the last sweep.
     ``relay``: on a large die, the newest write reaches the banks through a copy of its own (as with
@@ -214,10 +214,12 @@ class TablePartitioner(wiring.Component):
         self.columns = stored_columns(self.entry_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
         # WITHIN: whether an entry has expired is judged a stage early, against the time of the key
-        # one stage behind the lookup (``next_now``: what the lookup's time will be after the next
-        # enabled edge), so the lookup's flags come from registers (see the pipeline above)
+        # one stage behind the lookup (what the lookup's time will be after the next enabled edge),
+        # so the lookup's flags come from registers (see the pipeline above); the older writes'
+        # expiries two stages early, against ``now2``, the time of the key two stages behind the
+        # lookup, which the table registers for the stage after
         del signature["now"]
-        signature["next_now"] = wiring.In(expiry_width or 1)
+        signature["now2"] = wiring.In(expiry_width or 1)
         self.early_key = early_key
         if early_key not in (0, 2):
             raise ValueError(f"next_key is 2 enabled cycles ahead of key (0: none), not {early_key}")
@@ -701,6 +703,10 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += epoch.eq(epoch + 1)
 
         stale_free = self._xw is None and self._period is None
+        now3 = Signal(self._xw or 1, name="now3")  # WITHIN: the time of the key at stage 3
+        if self._xw:
+            with m.If(self.en):
+                m.d.sync += now3.eq(self.now2)
         # With `lag` on a large die, the older write's select lines (`older_one`, and the priority of
         # those two or more ahead) pick a state a thousand bits wide (mshape's 1,085) and its conditions:
         # one flag register fanned out to all of them across the die (mshape's critical path with the
@@ -720,7 +726,7 @@ class TablePartitioner(wiring.Component):
         # writes and block RAM say is decided a stage early and registered, from the writes' registers
         # and block RAM's word (whose OR across the banks has that stage to itself), so the lookup patches
         # the flags with w0 alone, not through a chain of six multiplexers. With WITHIN or `evict_after`,
-        # whether each entry is stale is decided there too, against the key's time (`next_now`) and the
+        # whether each entry is stale is decided there too, against the key's time (`now3`) and the
         # epoch as they will be at the lookup: block RAM's word's, each older write's and w0's (as it is
         # formed). The lookup then compares nothing: finance2's 65-bit compare of an expiry, after a chain
         # of seven multiplexers of each way's entry, was in its update loop.
@@ -987,14 +993,29 @@ class TablePartitioner(wiring.Component):
                 """Whether an entry of ``expiry`` and ``stamp`` is stale at that lookup."""
                 out = Const(0)
                 if expiry is not None:
-                    out = out | (expiry < self.next_now)
+                    out = out | (expiry < now3)
                 if stamp is not None:
                     out = out | (epoch_next - stamp)[STAMP_BITS - 1]  # older than half the epoch range
                 return out
             # w0 as it is formed: its expiry the tuple's next_expiry, its stamp this epoch (not stale an
             # epoch later: only after half the epoch range)
-            w0_stale_next = (self.next_expiry < self.next_now) if self._xw else Const(0)
-            older_stale_of = [stale_at(*fields(writes[j - 1]["entry"])[2:]) for j in range(1, forward)]
+            w0_stale_next = (self.next_expiry < now3) if self._xw else Const(0)
+            # each older write's: the write one ahead's (w0 then) judged at stage 3; each write two or
+            # more ahead's expiry a stage earlier, from that write's register then, against the time
+            # of the key at stage 2 (`now2`), and registered (the writes and the keys move on the same
+            # enabled edges), so at stage 3 the newest is picked from flip-flops (finance2 at 6fa89db:
+            # `now` through the 65-bit compares of the older writes' expiries and then the flags of
+            # the ways, 14.4 ns)
+            older_stale_of = [stale_at(*fields(writes[0]["entry"])[2:])]
+            for j in range(2, forward):
+                expiry = fields(writes[j - 2]["entry"])[2]
+                stale = stale_at(None, fields(writes[j - 1]["entry"])[3])
+                if expiry is not None:
+                    early = Signal(name=f"stale3_ahead{j}")
+                    with m.If(self.en):
+                        m.d.sync += early.eq(expiry < self.now2)
+                    stale = stale | early
+                older_stale_of.append(stale)
             own_live3 = []
             for w, (one, later, touched, u, o) in enumerate(older3):
                 stale_older = newest_of(one, later, older_stale_of, Const(0))
