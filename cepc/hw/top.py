@@ -272,7 +272,8 @@ class Top(wiring.Component):
         # (its data registers take `en` from copies of their own, per stage and 64 bits, on a large die)
         # (with the table, partial-match cores with conditions look a tuple ahead: the one at stage 3)
         table = self.partitioner == "table" and keyed(design)
-        # (and a table judges WITHIN's expiry a stage ahead: by the time of the tuple at stage 3)
+        # (and a table judges WITHIN's expiry a stage or two ahead: by the time of the tuple at stage 2,
+        # which it registers for stage 3)
         looks_ahead = table and any(q.key_fields and (q.within is not None or q.tracks_matches and Conditions(q).width)
                                     for q in design.queries)
         line_depth = depth - lag  # (lag: to the lookup, then a register stage)

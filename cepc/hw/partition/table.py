@@ -43,8 +43,9 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
    that way; the caller's ``next_state`` is registered as the write. Which write holds the key's
    state, and each way's flags as the writes ahead but the newest leave them, are decided at stage 3
    and registered, and so is the state of the key's newest write but w0 (zero if none); with WITHIN
-   or ``evict_after`` so is whether each entry is stale (its expiry against the key's time, given a
-   stage ahead; its stamp against the epoch of the lookup), w0's as it is formed. The
+   or ``evict_after`` so is whether each entry is stale (its expiry against the key's time, given two
+   stages ahead as ``now2`` and registered: each older write's but w0's compared a stage earlier
+   still; its stamp against the epoch of the lookup), w0's as it is formed. The
    lookup patches the flags with w0 alone, and the state is w0's, that register's or block RAM's,
    picked by registers (on a large die a copy of them per SELECT_CHUNK bits of a wide state). In the
    next enabled cycle
