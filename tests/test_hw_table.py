@@ -100,12 +100,12 @@ class Ahead(Elaboratable):
     (``lag``) it keeps a key of the bucket of the one just before back for a cycle, as the top does
     (``ready`` low: the key given is not taken)."""
 
-    def __init__(self, dut: TablePartitioner, platform=None, window: int = 0):
+    def __init__(self, dut: TablePartitioner, platform=None):
         assert dut.early_key in (0, 2)
-        self.dut, self.platform, self.window = dut, platform, window
+        self.dut, self.platform = dut, platform
         self.key, self.inject, self.en = Signal(len(dut.key)), Signal(), Signal(init=1)
         # WITHIN: the key's time, carried beside it as the top carries its tuple: the table reads the
-        # time two stages behind its lookup (now2) and its lookup's time plus the window (next_expiry)
+        # time at stage 2 (now2)
         self.time = Signal(len(dut.now2))
         self.ready = Signal()
 
@@ -147,8 +147,7 @@ class Ahead(Elaboratable):
         times = [Signal(len(time), name=f"time_stage{i}") for i in range(1, dut.depth + 1)]  # beside k1 … k4 (k5)
         with m.If(dut.en):
             m.d.sync += [t.eq(d) for t, d in zip(times, [time] + times[:-1])]
-        # (the time at stage 2; the written key's, at stage 4, or 5 with `lag`)
-        m.d.comb += [dut.now2.eq(times[DEPTH - 3]), dut.next_expiry.eq(times[-1] + self.window)]
+        m.d.comb += dut.now2.eq(times[DEPTH - 3])  # (the time at stage 2)
         return m
 
 
@@ -158,13 +157,13 @@ def submodule_names(dut: TablePartitioner) -> set[str]:
 
 
 def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0, platform=None,
-          times: list[int] | None = None, window: int = 0):
+          times: list[int] | None = None):
     """Inject ``keys`` one per enabled cycle (``en`` drops at random); at the output apply
     ``update(key, state) -> next`` and check hit/free/state against the model. A table that takes
     its key or ``en`` ahead gets them through :class:`Ahead`. With ``times`` (WITHIN), each key's
-    time, its entry expiring ``window`` after it, checked against :class:`WithinModel` (and so is
+    time, its entry expiring the table's ``window`` after it, checked against :class:`WithinModel` (and so is
     ``evicted``); so is a table with ``evict_after`` (given no times, every key's time is 0)."""
-    top = Ahead(dut, platform, window)
+    top = Ahead(dut, platform)
     stales = times is not None or dut._period is not None
     if stales and times is None:
         times = [0] * len(keys)
@@ -210,7 +209,7 @@ def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, se
                 if not stales:
                     model.store(k, nxt)
                 else:
-                    evictions.append([model.store(k, nxt, now, now + window, epoch)])
+                    evictions.append([model.store(k, nxt, now, now + dut.window, epoch)])
                     writing = True
                 seen.append((k, s, h, f, nxt))
             await ctx.tick()
@@ -392,10 +391,10 @@ def test_a_full_bucket_turns_the_fifth_key_away():
 
 
 def test_within_frees_expired_entries_for_others():
-    dut = TablePartitioner(4, 8, 4, ways=4, expiry_width=16)
+    dut = TablePartitioner(4, 8, 4, ways=4, expiry_width=16, window=10)
     same = [k for k in range(256) if dut.index(k) == dut.index(1)][:6]
     # four keys fill a bucket, a fifth finds it full, a sixth comes after their windows
-    seen, model = drive(dut, same, lambda key, state: 1, times=[0, 1, 2, 3, 4, 50], window=10)
+    seen, model = drive(dut, same, lambda key, state: 1, times=[0, 1, 2, 3, 4, 50])
     assert seen[4][:4] == (same[4], 0, 0, 0)  # bucket full, nothing expired yet: dropped
     assert seen[5][:4] == (same[5], 0, 0, 1)  # at time 50 every entry has expired: one is reclaimed
     assert model.occupied() == 4
@@ -425,10 +424,10 @@ def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, windo
             return 0
         return (state * 3 + key + 1) % (1 << 100) | 1 if wide else count_up(key, state)
 
-    dut = TablePartitioner(entries, 8, 100 if wide else 8, vector_width=8, ways=ways, expiry_width=12,
+    dut = TablePartitioner(entries, 8, 100 if wide else 8, vector_width=8, ways=ways, expiry_width=12, window=window,
                            bank_depth=16 if entries > 16 else None, early_key=2 if ahead else 0, en_ahead=ahead,
                            relay=ahead and entries > 16, lag=ahead and lag)
-    seen, _ = drive(dut, keys, update, stall, seed, Ice40() if ice40 else None, times=times, window=window)
+    seen, _ = drive(dut, keys, update, stall, seed, Ice40() if ice40 else None, times=times)
     assert len(seen) == len(keys)
 
 
@@ -456,9 +455,9 @@ def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall,
         return 0 if key == 7 or rng.random() < 0.1 else count_up(key, state)
 
     dut = TablePartitioner(entries, 8, 8, ways=ways, evict_after=evict_after, expiry_width=16 if within else None,
-                           early_key=2 if ahead else 0, en_ahead=ahead, lag=lag)
+                           window=20, early_key=2 if ahead else 0, en_ahead=ahead, lag=lag)
     assert dut._period == period
-    drive(dut, keys, update, stall, seed=entries, times=times, window=20)
+    drive(dut, keys, update, stall, seed=entries, times=times)
 
 
 @pytest.mark.parametrize("inserted", [False, True], ids=["domain-reset", "reset-inserter"])

@@ -87,7 +87,7 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
     (:meth:`TupleInputs.for_conditions <cepc.hw.nfa_core.TupleInputs.for_conditions>`, given for the
     tuple at stage 1 as ``cond_in``: the table registers a copy per use); with ``lag`` (the two-cycle
     update) also its newest write's, at the lookup."""
-    expiry = within_expiry(q, tup)[0] if q.within is not None else None
+    expiry, window = within_expiry(q, tup) if q.within is not None else (None, 0)
     lookahead = {}
     if core is not None and core.given_cond:
         lookahead = {"conditions": lambda state, packed: core.conditions.of(state, *inputs.unpack(packed)),
@@ -95,7 +95,7 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
                      "cond_in_width": inputs.width}
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
-                            evict_after=evict_after, expiry_width=expiry, early_key=2,
+                            evict_after=evict_after, expiry_width=expiry, window=window, early_key=2,
                             en_ahead=True, relay=core is not None, lag=lag, **lookahead)
 
 
@@ -415,19 +415,19 @@ class Top(wiring.Component):
                     def unsigned_time(tuple_, name=q.time_field):
                         time = field(tuple_, name)
                         return time.as_unsigned() ^ (1 << (len(time) - 1)) if time.shape().signed else time
-                    time = unsigned_time(t_tuple)
                     if self.partitioner == "table":  # judged at the key's own bucket, by its own time,
                         # a stage ahead (two, for the older writes): the time of the tuple at stage 2,
-                        # what the one at stage 3 will be after the next enabled edge
+                        # what the one at stage 3 will be after the next enabled edge. The table carries
+                        # it beside the key and adds the window itself.
                         tuple2 = Signal(self.tuple_layout, name=f"{qname}_tuple2")
                         m.d.comb += [tuple2.eq(payload.o_ahead2[:self.tuple_layout.size]),
                                      part.now2.eq(unsigned_time(tuple2))]
                     else:  # judged all along the chain: by the latest time the tail has taken
+                        time = unsigned_time(t_tuple)
                         now = Signal(expiry, name=f"{qname}_now")
                         with m.If(en_q & payload.o_valid):
                             m.d.sync += now.eq(time)
-                        m.d.comb += part.now.eq(now)
-                    m.d.comb += part.next_expiry.eq(time + window)
+                        m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0

@@ -174,17 +174,18 @@ class TablePartitioner(wiring.Component):
 
     ``entries`` is rounded up to a power of two (and to ``2**key_width`` when direct-indexed
     fits). ``state_width`` is the stored payload, its low ``vector_width`` bits the state vector.
-    ``expiry_width``: exact eviction for WITHIN (``now2`` is the time of the tuple two stages
-    behind the one being placed: what that one's will be after two enabled edges; ``next_expiry``
-    the placed tuple's time plus the window). After ``rst`` the table is swept clear (one bucket
-    per cycle, ``slot`` low meanwhile) if anything was written since the last sweep.
+    ``expiry_width``: exact eviction for WITHIN, an entry expiring ``window`` after its key's last
+    time. ``now2`` is the time of the key at stage 2, beside it as it moves through the table (the
+    table registers it along with the key: the time of the tuple placed is the one given ``depth`` - 2
+    enabled cycles before, its expiry that plus the window). After ``rst`` the table is swept clear
+    (one bucket per cycle, ``slot`` low meanwhile) if anything was written since the last sweep.
     ``relay``: on a large die, the newest write reaches the banks through a copy of its own (as with
     more than GROUP_BANKS banks), a cycle later, so the update loop's register is not pulled to them.
     """
 
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
-                 early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
+                 window: int = 0, early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
                  cond_in_width: int = 1, relay: bool = False, lag: bool = False):
         if entries < 1:
@@ -203,6 +204,9 @@ class TablePartitioner(wiring.Component):
         self._kw, self._sw = key_width, state_width
         self._vw = vector_width or state_width
         self._xw = expiry_width
+        if expiry_width and not 0 <= window < 1 << expiry_width:
+            raise ValueError(f"the window must fit the {expiry_width}-bit expiry, not {window}")
+        self.window = window if expiry_width else 0
         self._period = max(1, evict_after // (1 << (STAMP_BITS - 1))) if evict_after else None
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
         # hashed: the key bits stored as its tag (the bucket gives the rest: quotient_tag)
@@ -214,12 +218,11 @@ class TablePartitioner(wiring.Component):
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
         self.columns = stored_columns(self.entry_width)
         signature = _signature(key_width, state_width, expiry_width or 1)
-        # WITHIN: whether an entry has expired is judged a stage early, against the time of the key
-        # one stage behind the lookup (what the lookup's time will be after the next enabled edge),
-        # so the lookup's flags come from registers (see the pipeline above); the older writes'
-        # expiries two stages early, against ``now2``, the time of the key two stages behind the
-        # lookup, which the table registers for the stage after
-        del signature["now"]
+        # WITHIN: whether an entry has expired is judged a stage early (two, for the writes ahead),
+        # against the time of the key at stage 2, ``now2``, which the table registers beside the key,
+        # so the lookup's flags come from registers (see the pipeline above). The expiry a write
+        # stores is formed from those registers too: the table takes no ``next_expiry``.
+        del signature["now"], signature["next_expiry"]
         signature["now2"] = wiring.In(expiry_width or 1)
         self.early_key = early_key
         if early_key not in (0, 2):
@@ -705,9 +708,14 @@ class TablePartitioner(wiring.Component):
 
         stale_free = self._xw is None and self._period is None
         now3 = Signal(self._xw or 1, name="now3")  # WITHIN: the time of the key at stage 3
+        # and the expiry of the key at stage 3, 4 (and 5, with `lag`): its time plus the window, added
+        # at stage 2, so a write's expiry is a register, not an adder after the caller's tuple
+        expiry_at = {k: Signal(self._xw or 1, name=f"expiry{k}") for k in range(3, self.depth + 1)}
         if self._xw:
             with m.If(self.en):
-                m.d.sync += now3.eq(self.now2)
+                m.d.sync += [now3.eq(self.now2), expiry_at[3].eq(self.now2 + self.window)]
+                m.d.sync += [expiry_at[k + 1].eq(expiry_at[k]) for k in range(3, self.depth)]
+        next_expiry = expiry_at[self.depth]  # the placed key's, which the write it forms stores
         # With `lag` on a large die, the older write's select lines (`older_one`, and the priority of
         # those two or more ahead) pick a state a thousand bits wide (mshape's 1,085) and its conditions:
         # one flag register fanned out to all of them across the die (mshape's critical path with the
@@ -931,7 +939,7 @@ class TablePartitioner(wiring.Component):
         else:  # taking a stale entry evicts it: only for a state worth keeping
             target = [Mux(hit, hits[w], alloc[w] & keep) for w in range(W)]
         new_entry = Cat(self.next_state, *([tag_of(kw_)] if self.tag_width else []),
-                        *([self.next_expiry] if self._xw else []), *([stamp] if self._period else []))
+                        *([next_expiry] if self._xw else []), *([stamp] if self._period else []))
         writing = self.en & vw_
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
@@ -998,16 +1006,29 @@ class TablePartitioner(wiring.Component):
                 if stamp is not None:
                     out = out | (epoch_next - stamp)[STAMP_BITS - 1]  # older than half the epoch range
                 return out
-            # w0 as it is formed: its expiry the tuple's next_expiry, its stamp this epoch (not stale an
-            # epoch later: only after half the epoch range)
-            w0_stale_next = (self.next_expiry < now3) if self._xw else Const(0)
-            # each older write's: the write one ahead's (w0 then) judged at stage 3; each write two or
-            # more ahead's expiry a stage earlier, from that write's register then, against the time
-            # of the key at stage 2 (`now2`), and registered (the writes and the keys move on the same
-            # enabled edges), so at stage 3 the newest is picked from flip-flops (finance2 at 6fa89db:
-            # `now` through the 65-bit compares of the older writes' expiries and then the flags of
-            # the ways, 14.4 ns)
-            older_stale_of = [stale_at(*fields(writes[0]["entry"])[2:])]
+            # Every expiry is compared a stage early, against the time of the key at stage 2 (`now2`),
+            # and registered (the writes, the keys and their times move on the same enabled edges), so
+            # at stage 3 the flags are picked from flip-flops. w0 as it is formed: its expiry that of the
+            # key placed (`next_expiry`), so a stage early the expiry of the key behind it; its stamp
+            # this epoch (not stale an epoch later: only after half the epoch range). (finance2 at
+            # bee76b1: the tuple's time through the window's adder and the compare with `now3`, then
+            # the ways' flags, 11.5 ns.)
+            w0_stale_next = Const(0)
+            if self._xw:
+                w0_stale_next = Signal(name="w0_stale3")
+                with m.If(self.en):
+                    m.d.sync += w0_stale_next.eq(expiry_at[self.depth - 1] < self.now2)
+            # each older write's: the write one ahead's (w0 a stage early: the expiry placed; a swept
+            # bucket's write stores 0 instead, but it keeps nothing, so whether it is stale is never
+            # read), each write two or more ahead's from that write's register then
+            # (finance2 at 6fa89db: `now` through the 65-bit compares of the older writes' expiries
+            # and then the flags of the ways, 14.4 ns)
+            older_stale_of = [stale_at(None, fields(writes[0]["entry"])[3])]
+            if self._xw:
+                early = Signal(name="stale3_ahead1")
+                with m.If(self.en):
+                    m.d.sync += early.eq(next_expiry < self.now2)
+                older_stale_of[0] = older_stale_of[0] | early
             for j in range(2, forward):
                 expiry = fields(writes[j - 2]["entry"])[2]
                 stale = stale_at(None, fields(writes[j - 1]["entry"])[3])
