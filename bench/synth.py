@@ -37,7 +37,7 @@ TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (t
 
 
 def run_one(example: str, board: str, seed: int, build: Path, partitions: int | None = None,
-            router: str = "auto", placer: str = "heap") -> dict:
+            router: str = "auto", placer: str = "auto") -> dict:
     checked = check(parse_file(ROOT / EXAMPLES[example]))
     opts = flow.SynthOptions(board=board, out_dir=build / board / example, seed=seed, allow_timing_fail=True,
                              pack=False, partitions=partitions, router=router, placer=placer)
@@ -72,7 +72,7 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
 
 
 def run_seeds(example: str, board: str, seeds: list[int], build: Path, partitions: int | None = None,
-              router: str = "auto", placer: str = "heap") -> dict:
+              router: str = "auto", placer: str = "auto") -> dict:
     """The best of ``seeds`` (by Fmax), with every seed's Fmax in ``fmax_by_seed`` and its critical
     path in ``critical_path_by_seed`` (a design that misses on most seeds often misses on several
     paths, one per seed)."""
@@ -139,8 +139,8 @@ def main() -> int:
                    "--partitioner auto picks for the board's device), to compare designs at one size")
     p.add_argument("--router", choices=flow.ROUTER_CHOICES, default="auto",
                    help="nextpnr's router, as cepc synth --router (default: auto)")
-    p.add_argument("--placer", choices=flow.PLACER_CHOICES, default="heap",
-                   help="nextpnr's placer, as cepc synth --placer (default: heap)")
+    p.add_argument("--placer", choices=flow.PLACER_CHOICES, default="auto",
+                   help="nextpnr's placer, as cepc synth --placer (default: auto)")
     p.add_argument("--build", default=str(ROOT / "build" / "bench-synth"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()

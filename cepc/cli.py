@@ -15,7 +15,7 @@ from . import __version__
 from .errors import CepcError, ToolError, UsageError
 from .hw.devices import DEFAULT_DEVICE, DEVICES
 from .plan import DEFAULT_MAX_LENGTH
-from .synth.flow import PLACER_CHOICES, ROUTER_CHOICES
+from .synth.flow import PLACER_CHOICES, ROUTER_CHOICES, STATIC_FF_SHARE
 
 UPDATE_CYCLES = ("auto", "1", "2")  # --update-cycles (cepc.hw.top.update_cycles_for)
 
@@ -451,9 +451,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--router", choices=ROUTER_CHOICES, default="auto",
                    help="nextpnr's router; auto: on ECP5 router2, then router1 if router2 congests; on "
                         "iCE40 router1 (default: auto)")
-    c.add_argument("--placer", choices=PLACER_CHOICES, default="heap",
+    c.add_argument("--placer", choices=PLACER_CHOICES, default="auto",
                    help="nextpnr's placer: heap (analytic) or static (electrostatic: on the ECP5-85F it routes "
-                        "designs heap's placement leaves congested, such as finance2) (default: heap)")
+                        f"designs heap's placement leaves congested, such as finance2); auto: on ECP5 static "
+                        f"where the design takes more than {round(STATIC_FF_SHARE * 100)}%% of the device's flip-flops, "
+                        "else heap (default: auto)")
     c.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even if timing is missed (still exits 1)")
     c.set_defaults(func=cmd_synth)

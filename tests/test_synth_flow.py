@@ -68,18 +68,24 @@ def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, ca
     assert re.search(r"Fmax \S+: [\d.]+ MHz, target [\d.]+ MHz: met", err)
     # nothing here congests router2, which --router auto tries first on ECP5 (router1 is the iCE40's)
     assert r["router"] == ("router2" if board.startswith("ulx3s") else "router1")
-    assert r["placer"] == "heap"  # nextpnr's default, unless --placer static
+    assert r["placer"] == "heap"  # --placer auto: HeAP, as these take a small share of the flip-flops
     # Yosys maps for the part's timing, and without emulating reads during writes beside block RAM
     script = (out / "cepc_board.ys").read_text()
     assert ("synth_ice40 -dffe_min_ce_use 4 -device u " in script) == (board == "icebreaker")
     assert "setparam -set RD_COLLISION_X_MASK 1'1 t:$mem_v2 a:cepc_no_collisions %i" in script
 
 
-def test_the_router_and_placer_the_user_names_place_and_route_the_design(tmp_path):
+def test_a_design_above_the_flip_flop_share_is_placed_statically_and_routed_by_router1(tmp_path, capsys,
+                                                                                         monkeypatch):
+    # --placer auto and --router auto: marathon's 2,638 flip-flops are 11 % of the 12F's (its die's)
+    # 24,288; above a share of 5 % the flow takes nextpnr's static placer, and router1 alone
+    from cepc.synth import flow
+    monkeypatch.setattr(flow, "STATIC_FF_SHARE", 0.05)
     out = tmp_path / "build"
     assert main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "ulx3s-12f",
-                 "--partitioner", "pipeline", "--partitions", "4", "--freq", "30", "--router", "router1",
-                 "--placer", "static", "-o", str(out)]) == 0
+                 "--partitioner", "pipeline", "--partitions", "4", "--freq", "30", "-o", str(out)]) == 0
+    assert re.search(r"note: nextpnr's static placer: the design takes 1\d% of the device's flip-flops",
+                     capsys.readouterr().err)
     report = json.loads((out / "report.json").read_text())
     assert (report["router"], report["placer"]) == ("router1", "static")
     log = (out / "nextpnr.log").read_text()

@@ -263,6 +263,27 @@ def test_the_routers_tried_are_the_family_s_or_the_one_the_user_names():
     # router2 rips up arcs that fail timing too (network on the ECP5-85F: 135.1 → 151.1 MHz best)
     assert flow.router_options("router2") == ["--router", "router2", "--tmg-ripup"]
     assert flow.router_options("router1") == ["--router", "router1"] and flow.router_options(None) == []
+    # on the static placer's placement router1 alone: router2 there hovered short of congestion
+    assert flow.routers("ecp5", "auto", "static") == ["router1"]
+    assert flow.routers("ecp5", "router2", "static") == ["router2"]  # (as named)
+    assert flow.routers("ice40", "auto", "static") == [None]
+
+
+def test_the_placer_is_the_static_one_for_designs_that_fill_an_ecp5_s_flip_flops():
+    from cepc.hw.devices import DEVICES
+    big, ice = DEVICES["ecp5-85f"], DEVICES["ice40up5k"]
+    # finance2's netlist (28,534 flip-flops, 34 %: routed on static placement only) and mshape's (22 %)
+    placer, why = flow.placer_for("ecp5", "auto", 28_534, big)
+    assert placer == "static" and "34%" in why and "28,534" in why
+    assert flow.placer_for("ecp5", "auto", 18_663, big)[0] == "heap"
+    assert flow.placer_for("ecp5", "auto", 25_092, big)[0] == "heap"  # (30 %: not above it)
+    # the 12F is placed on the 25F's die: its share is of that die's flip-flops
+    assert flow.placer_for("ecp5", "auto", 8_000, DEVICES["ecp5-12f"])[0] == "static"
+    assert flow.placer_for("ice40", "auto", 5_000, ice)[0] == "heap"  # (nextpnr-ice40: HeAP)
+    assert flow.placer_for("ecp5", "heap", 28_534, big) == ("heap", "as asked")
+    assert flow.placer_for("ice40", "static", 10, ice)[0] == "static"
+    with pytest.raises(UsageError, match="unknown placer 'sa'"):
+        flow.placer_for("ecp5", "sa", 0, big)
 
 
 def test_a_router_the_user_names_is_the_only_one_tried(tmp_path):

@@ -77,7 +77,7 @@ class SynthOptions:
     max_length: int | None = None
     seed: int = 1
     router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
-    placer: str = "heap"  # nextpnr's placer: heap or static (see PLACER_CHOICES)
+    placer: str = "auto"  # nextpnr's placer: auto (see placer_for()), heap or static
     update_cycles: str = "auto"  # a key's update: 1 or 2 cycles (cepc.hw.top.update_cycles_for)
     allow_timing_fail: bool = False
     pack: bool = True
@@ -99,21 +99,45 @@ ROUTER_CHOICES = ("auto", "router1", "router2")
 # ECP5-85F, the same netlists at seed 1 with router1 (bench/results/synth.md): static placed and routed
 # finance2 in 27 minutes, at 63.9 MHz, where HeAP's placement was still 33,728 arcs from routed after
 # 69 minutes; on the designs HeAP's placement routes, HeAP's was faster (finance0 124.4 against 114.8 MHz,
-# mshape 116.2 against 111.8).
-PLACER_CHOICES = ("heap", "static")
+# mshape 116.2 against 111.8). `auto` chooses between them by the share of the device's flip-flops the
+# design takes (placer_for).
+PLACER_CHOICES = ("auto", "heap", "static")
+# ... static above this share (on ECP5). The examples on the ECP5-85F: finance2 34 % (28,534 of 83,640
+# flip-flops; routed on static placement only), mshape 22 %, finance5 19 %, finance0 18 % (each routed
+# on both, faster on HeAP's), network and marathon less.
+STATIC_FF_SHARE = 0.30
 
 
-def routers(family: str, choice: str = "auto") -> list[str | None]:
+def placer_for(family: str, choice: str, flip_flops: int, device) -> tuple[str, str]:
+    """nextpnr's placer for a netlist of ``flip_flops`` on ``device`` (cepc.hw.devices.Device), and
+    why: the one the user names, else (``auto``) on ECP5 the static placer where the design takes
+    more than STATIC_FF_SHARE of the device's flip-flops, HeAP otherwise (and on iCE40)."""
+    if choice not in PLACER_CHOICES:
+        raise UsageError(f"unknown placer {choice!r}; use one of {', '.join(PLACER_CHOICES)}")
+    if choice != "auto":
+        return choice, "as asked"
+    share = flip_flops / device.ffs if device.ffs else 0.0
+    if family == "ecp5" and share > STATIC_FF_SHARE:
+        return "static", (f"the design takes {share:.0%} of the device's flip-flops ({flip_flops:,}); HeAP's "
+                          f"placement of designs above {STATIC_FF_SHARE:.0%} left router1 congested for hours")
+    return "heap", f"the design takes {share:.0%} of the device's flip-flops"
+
+
+def routers(family: str, choice: str = "auto", placer: str = "heap") -> list[str | None]:
     """The nextpnr routers `cepc synth` tries in turn (None: nextpnr's default). ``auto``: on ECP5
     router2, then router1 where router2 congests (place_and_route); router2 routes the large ECP5
-    designs in a fraction of router1's time. On iCE40 nextpnr's default, router1: on a nearly full
-    iCE40 router2 can circle around the last overused wires, where router1 finishes. A router the
-    user names is the only one tried."""
+    designs in a fraction of router1's time. On the static placer's placement router1 alone: router2
+    there hovered at about a dozen overused wires for 40 iterations (finance0 on the ECP5-85F, seed 1),
+    short of what RouteWatch takes for congestion, so the fallback would never come. On iCE40
+    nextpnr's default, router1: on a nearly full iCE40 router2 can circle around the last overused
+    wires, where router1 finishes. A router the user names is the only one tried."""
     if choice not in ROUTER_CHOICES:
         raise UsageError(f"unknown router {choice!r}; use one of {', '.join(ROUTER_CHOICES)}")
     if choice != "auto":
         return [choice]
-    return ["router2", "router1"] if family == "ecp5" else [None]
+    if family != "ecp5":
+        return [None]
+    return ["router1"] if placer == "static" else ["router2", "router1"]
 
 
 def router_options(router: str | None) -> list[str]:
@@ -346,6 +370,8 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
 
     plat_cls = board(opts.board)
     fam = family(plat_cls)
+    routers(fam, opts.router)  # (a router or placer unknown is told now, not after Yosys)
+    placer_for(fam, opts.placer, 0, sizing.DEVICES[plat_cls.cepc_device])
     out = Path(opts.out_dir or Path("build") / "synth" / opts.board)
     out.mkdir(parents=True, exist_ok=True)
     freq = float(opts.freq_mhz or plat_cls.cepc_freq_mhz)
@@ -406,6 +432,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
            progress: Progress) -> SynthResult:
     """The board top with ``choice``'s partitioner, through Yosys, nextpnr and the packer."""
     from ..hw.board_top import BoardTop
+    from ..hw.devices import DEVICES
     from ..hw.replica import Replica
     from ..hw.top import update_cycles_for
 
@@ -468,11 +495,14 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         pnr = [*tools.yowasp("nextpnr-ice40"), platform._nextpnr_device_options[platform.device],
                "--package", platform.package.lower() + platform._nextpnr_package_options.get(platform.device, ""),
                "--pcf", f"{NAME}.pcf", "--asc", f"{NAME}.asc"]
-    if opts.placer not in PLACER_CHOICES:
-        raise UsageError(f"unknown placer {opts.placer!r}; use one of {', '.join(PLACER_CHOICES)}")
+    flip_flops = sum(n for cell, n in stat.get("design", {}).get("num_cells_by_type", {}).items()
+                     if cell == "TRELLIS_FF" or cell.startswith("SB_DFF"))
+    placer, why = placer_for(fam, opts.placer, flip_flops, DEVICES[plat_cls.cepc_device])
+    if opts.placer == "auto" and placer != "heap":
+        progress(f"note: nextpnr's {placer} placer: {why} (--placer heap to use HeAP)")
     pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--seed", str(opts.seed),
-            "--placer", opts.placer, "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
-    tried = routers(fam, opts.router)
+            "--placer", placer, "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
+    tried = routers(fam, opts.router, placer)
     report_path = out / "nextpnr-report.json"
     report_path.unlink(missing_ok=True)
 
@@ -502,7 +532,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
 
     summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
     summary["router"] = router or "router1"  # nextpnr-ice40's default
-    summary["placer"] = opts.placer
+    summary["placer"] = placer
     bitstream = None
     timing_ok = parsed.timing_met
     if timing_ok or opts.allow_timing_fail:
