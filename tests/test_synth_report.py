@@ -15,6 +15,7 @@ from cepc.synth import report as rep
 from cepc.synth.flow import placement_error
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "synth"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def load(name: str) -> tuple[dict, dict]:
@@ -284,6 +285,20 @@ def test_the_placer_is_the_static_one_for_designs_that_fill_an_ecp5_s_flip_flops
     assert flow.placer_for("ice40", "static", 10, ice)[0] == "static"
     with pytest.raises(UsageError, match="unknown placer 'sa'"):
         flow.placer_for("ecp5", "sa", 0, big)
+
+
+@pytest.mark.parametrize("asked", [{"placer": "sa"}, {"router": "router3"}])
+def test_a_placer_or_router_unknown_is_told_before_yosys(asked, tmp_path, monkeypatch):
+    # (the command line's choices catch them first; this is the Python API)
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse_file
+
+    def place(*args):
+        raise AssertionError("Yosys ran")
+    monkeypatch.setattr(flow, "_place", place)
+    checked = check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql"))
+    with pytest.raises(UsageError, match="unknown (placer 'sa'|router 'router3')"):
+        flow.synthesize(checked, flow.SynthOptions(board="ulx3s-12f", out_dir=tmp_path, **asked))
 
 
 def test_a_router_the_user_names_is_the_only_one_tried(tmp_path):
