@@ -391,6 +391,9 @@ def test_a_full_bucket_turns_the_fifth_key_away():
 
 
 def test_within_frees_expired_entries_for_others():
+    for window in (None, 1 << 15):  # (WITHIN's window is required, and a time of 15 bits plus it fits 16)
+        with pytest.raises(ValueError, match="WITHIN's table needs a window of 0 to 32767"):
+            TablePartitioner(4, 8, 4, ways=4, expiry_width=16, window=window)
     dut = TablePartitioner(4, 8, 4, ways=4, expiry_width=16, window=10)
     same = [k for k in range(256) if dut.index(k) == dut.index(1)][:6]
     # four keys fill a bucket, a fifth finds it full, a sixth comes after their windows

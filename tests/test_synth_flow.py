@@ -88,6 +88,7 @@ def test_a_design_above_the_flip_flop_share_is_placed_statically_and_routed_by_r
                      capsys.readouterr().err)
     report = json.loads((out / "report.json").read_text())
     assert (report["router"], report["placer"]) == ("router1", "static")
+    assert report["placer_reason"].startswith("the design takes 1")  # (and why)
     log = (out / "nextpnr.log").read_text()
     assert "Router1 time" in log and "overused=" not in log  # router1's, not router2's iterations
     assert "Running Static placer" in log and "HeAP Placer Time" not in log  # the static placer's, not HeAP's

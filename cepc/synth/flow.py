@@ -495,8 +495,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         pnr = [*tools.yowasp("nextpnr-ice40"), platform._nextpnr_device_options[platform.device],
                "--package", platform.package.lower() + platform._nextpnr_package_options.get(platform.device, ""),
                "--pcf", f"{NAME}.pcf", "--asc", f"{NAME}.asc"]
-    flip_flops = sum(n for cell, n in stat.get("design", {}).get("num_cells_by_type", {}).items()
-                     if cell == "TRELLIS_FF" or cell.startswith("SB_DFF"))
+    flip_flops = sum(n for cell, n in rep.yosys_cells(stat).items() if cell == "TRELLIS_FF" or cell.startswith("SB_DFF"))
     placer, why = placer_for(fam, opts.placer, flip_flops, DEVICES[plat_cls.cepc_device])
     if opts.placer == "auto" and placer != "heap":
         progress(f"note: nextpnr's {placer} placer: {why} (--placer heap to use HeAP)")
@@ -533,6 +532,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
     summary["router"] = router or "router1"  # nextpnr-ice40's default
     summary["placer"] = placer
+    summary["placer_reason"] = why
     bitstream = None
     timing_ok = parsed.timing_met
     if timing_ok or opts.allow_timing_fail:

@@ -44,8 +44,8 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
    state, and each way's flags as the writes ahead but the newest leave them, are decided at stage 3
    and registered, and so is the state of the key's newest write but w0 (zero if none); with WITHIN
    or ``evict_after`` so is whether each entry is stale (its expiry against the key's time, given two
-   stages ahead as ``now2`` and registered: each older write's but w0's compared a stage earlier
-   still; its stamp against the epoch of the lookup), w0's as it is formed. The
+   stages ahead as ``now2`` and registered: the writes' expiries, w0's as it is formed among them,
+   compared a stage earlier still; its stamp against the epoch of the lookup). The
    lookup patches the flags with w0 alone, and the state is w0's, that register's or block RAM's,
    picked by registers (on a large die a copy of them per SELECT_CHUNK bits of a wide state). In the
    next enabled cycle
@@ -185,7 +185,7 @@ class TablePartitioner(wiring.Component):
 
     def __init__(self, entries: int, key_width: int, state_width: int, *, vector_width: int | None = None,
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
-                 window: int = 0, early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
+                 window: int | None = None, early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
                  cond_in_width: int = 1, relay: bool = False, lag: bool = False):
         if entries < 1:
@@ -204,8 +204,11 @@ class TablePartitioner(wiring.Component):
         self._kw, self._sw = key_width, state_width
         self._vw = vector_width or state_width
         self._xw = expiry_width
-        if expiry_width and not 0 <= window < 1 << expiry_width:
-            raise ValueError(f"the window must fit the {expiry_width}-bit expiry, not {window}")
+        if expiry_width and (window is None or not 0 <= window < 1 << (expiry_width - 1)):
+            # (a time of expiry_width - 1 bits plus the window must not wrap: see cepc.hw.top.within_expiry)
+            raise ValueError(f"WITHIN's table needs a window of 0 to {(1 << (expiry_width - 1)) - 1} "
+                             f"(its {expiry_width}-bit expiry is a time one bit narrower plus the window), "
+                             f"not {window}")
         self.window = window if expiry_width else 0
         self._period = max(1, evict_after // (1 << (STAMP_BITS - 1))) if evict_after else None
         self.hash_rows = [] if self.direct else h3_matrix(key_width, self.index_bits)
@@ -735,9 +738,9 @@ class TablePartitioner(wiring.Component):
         # writes and block RAM say is decided a stage early and registered, from the writes' registers
         # and block RAM's word (whose OR across the banks has that stage to itself), so the lookup patches
         # the flags with w0 alone, not through a chain of six multiplexers. With WITHIN or `evict_after`,
-        # whether each entry is stale is decided there too, against the key's time (`now3`) and the
-        # epoch as they will be at the lookup: block RAM's word's, each older write's and w0's (as it is
-        # formed). The lookup then compares nothing: finance2's 65-bit compare of an expiry, after a chain
+        # whether each entry is stale is decided there too, against the key's time and the epoch as
+        # they will be at the lookup: block RAM's word's, each older write's and w0's (as it is formed;
+        # the writes' expiries a stage earlier still, against `now2`). The lookup then compares nothing: finance2's 65-bit compare of an expiry, after a chain
         # of seven multiplexers of each way's entry, was in its update loop.
         older_any = [Signal(name=f"older4_way{w}") for w in range(W)]  # a write ahead but the newest touched it
         older_used = [Signal(name=f"older4_used_way{w}") for w in range(W)]  # the newest of those: its `keep`
