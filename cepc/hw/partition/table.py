@@ -740,8 +740,9 @@ class TablePartitioner(wiring.Component):
         # the flags with w0 alone, not through a chain of six multiplexers. With WITHIN or `evict_after`,
         # whether each entry is stale is decided there too, against the key's time and the epoch as
         # they will be at the lookup: block RAM's word's, each older write's and w0's (as it is formed;
-        # the writes' expiries a stage earlier still, against `now2`). The lookup then compares nothing: finance2's 65-bit compare of an expiry, after a chain
-        # of seven multiplexers of each way's entry, was in its update loop.
+        # the writes' expiries a stage earlier still, against `now2`). The lookup then compares
+        # nothing: finance2's 65-bit compare of an expiry, after a chain of seven multiplexers of each
+        # way's entry, was in its update loop.
         older_any = [Signal(name=f"older4_way{w}") for w in range(W)]  # a write ahead but the newest touched it
         older_used = [Signal(name=f"older4_used_way{w}") for w in range(W)]  # the newest of those: its `keep`
         older_own = [Signal(name=f"older4_own_way{w}") for w in range(W)]  # and whether it was the key's
@@ -1021,24 +1022,19 @@ class TablePartitioner(wiring.Component):
                 w0_stale_next = Signal(name="w0_stale3")
                 with m.If(self.en):
                     m.d.sync += w0_stale_next.eq(expiry_at[self.depth - 1] < self.now2)
-            # each older write's: the write one ahead's (w0 a stage early: the expiry placed; a swept
-            # bucket's write stores 0 instead, but it keeps nothing, so whether it is stale is never
-            # read), each write two or more ahead's from that write's register then
-            # (finance2 at 6fa89db: `now` through the 65-bit compares of the older writes' expiries
-            # and then the flags of the ways, 14.4 ns)
-            older_stale_of = [stale_at(None, fields(writes[0]["entry"])[3])]
-            if self._xw:
-                early = Signal(name="stale3_ahead1")
-                with m.If(self.en):
-                    m.d.sync += early.eq(next_expiry < self.now2)
-                older_stale_of[0] = older_stale_of[0] | early
-            for j in range(2, forward):
-                expiry = fields(writes[j - 2]["entry"])[2]
+            # each older write's, its expiry from the register it was in a stage earlier: the write one
+            # ahead's from w0 as it was formed (the expiry placed; a swept bucket's write stores 0
+            # instead, but it keeps nothing, so whether it is stale is never read), each write two or
+            # more ahead's from the write before it (finance2 at 6fa89db: `now` through the 65-bit
+            # compares of the older writes' expiries and then the flags of the ways, 14.4 ns)
+            expiries_before = [next_expiry] + [fields(wr["entry"])[2] for wr in writes[:forward - 2]]
+            older_stale_of = []
+            for j in range(1, forward):
                 stale = stale_at(None, fields(writes[j - 1]["entry"])[3])
-                if expiry is not None:
+                if self._xw:
                     early = Signal(name=f"stale3_ahead{j}")
                     with m.If(self.en):
-                        m.d.sync += early.eq(expiry < self.now2)
+                        m.d.sync += early.eq(expiries_before[j - 1] < self.now2)
                     stale = stale | early
                 older_stale_of.append(stale)
             own_live3 = []
