@@ -102,7 +102,7 @@ ROUTER_CHOICES = ("auto", "router1", "router2")
 # mshape 116.2 against 111.8). `auto` chooses between them by the share of the device's flip-flops the
 # design takes (placer_for).
 PLACER_CHOICES = ("auto", "heap", "static")
-# ... static above this share (on ECP5). The examples on the ECP5-85F: finance2 34 % (28,534 of 83,640
+# ... static above this share (on ECP5). The examples on the ECP5-85F: finance2 34 % (28,726 of 83,640
 # flip-flops; routed on static placement only), mshape 22 %, finance5 19 %, finance0 18 % (each routed
 # on both, faster on HeAP's), network and marathon less.
 STATIC_FF_SHARE = 0.30
