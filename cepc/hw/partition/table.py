@@ -710,15 +710,16 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += epoch.eq(epoch + 1)
 
         stale_free = self._xw is None and self._period is None
-        now3 = Signal(self._xw or 1, name="now3")  # WITHIN: the time of the key at stage 3
-        # and the expiry of the key at stage 3, 4 (and 5, with `lag`): its time plus the window, added
-        # at stage 2, so a write's expiry is a register, not an adder after the caller's tuple
-        expiry_at = {k: Signal(self._xw or 1, name=f"expiry{k}") for k in range(3, self.depth + 1)}
+        now3 = next_expiry = None
         if self._xw:
+            now3 = Signal(self._xw, name="now3")  # WITHIN: the time of the key at stage 3
+            # and the expiry of the key at stage 3, 4 (and 5, with `lag`): its time plus the window,
+            # added at stage 2, so a write's expiry is a register, not an adder after the caller's tuple
+            expiry_at = {k: Signal(self._xw, name=f"expiry{k}") for k in range(3, self.depth + 1)}
             with m.If(self.en):
                 m.d.sync += [now3.eq(self.now2), expiry_at[3].eq(self.now2 + self.window)]
                 m.d.sync += [expiry_at[k + 1].eq(expiry_at[k]) for k in range(3, self.depth)]
-        next_expiry = expiry_at[self.depth]  # the placed key's, which the write it forms stores
+            next_expiry = expiry_at[self.depth]  # the placed key's, which the write it forms stores
         # With `lag` on a large die, the older write's select lines (`older_one`, and the priority of
         # those two or more ahead) pick a state a thousand bits wide (mshape's 1,085) and its conditions:
         # one flag register fanned out to all of them across the die (mshape's critical path with the
