@@ -723,12 +723,15 @@ class TablePartitioner(wiring.Component):
         # With `lag` on a large die, the older write's select lines (`older_one`, and the priority of
         # those two or more ahead) pick a state a thousand bits wide (mshape's 1,085) and its conditions:
         # one flag register fanned out to all of them across the die (mshape's critical path with the
-        # two-cycle update: 7.8 ns of its 10.2 were routes from `key3_ahead1`). Each SELECT_CHUNK bits of
-        # the state, and the conditions, take a copy of their own of the flags the select lines come
-        # from (`older_one`'s and mine3r's), decided a stage early (wired below, once w0's ways are
-        # known) and moving with the registers they copy; each takes their priority after its copy.
+        # two-cycle update: 7.8 ns of its 10.2 were routes from `key3_ahead1`; finance2's, with WITHIN,
+        # at 31f40d3: 9.3 ns of 10.8 from `key3_ahead5` and `key3_ahead1` into `older4_state`). Each
+        # SELECT_CHUNK bits of the state, and the conditions, take a copy of their own of the flags the
+        # select lines come from (`older_one`'s and mine3r's), decided a stage early (wired below, once
+        # w0's ways are known) and moving with the registers they copy; each takes their priority after
+        # its copy. (With entries that go stale the older write's select lines are the same: whether it
+        # is live is picked beside the ways' flags.)
         older_copies = []
-        if older_next is not None and stale_free and sw > SELECT_CHUNK:
+        if older_next is not None and sw > SELECT_CHUNK:
             for c in range(-(-sw // SELECT_CHUNK) + (1 if cw else 0)):
                 copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
@@ -832,15 +835,8 @@ class TablePartitioner(wiring.Component):
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
             older_conds = older_conditions() if cw else None
-            older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
-                if older_copies:
-                    for c in range(-(-sw // SELECT_CHUNK)):
-                        lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
-                        m.d.sync += older_state[lo:hi].eq(older_of(older_values, 0, lo, hi, older_copies[c]))
-                else:
-                    m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
                 if cw:
                     # and its conditions, each write's computed beside its own register and picked
                     # alike (picked first, the comparators would follow the picking): zero if none,
@@ -866,18 +862,25 @@ class TablePartitioner(wiring.Component):
             # `older4_cond`. They were once computed once to save carry cells, while finance2's
             # conditions multiplied prices by constants; its scaled registers multiply nothing now.)
             older_state = Signal(sw, name="older4_state")
-            older_state_next = older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
-            with m.If(self.en):
-                m.d.sync += older_state.eq(older_state_next)
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
             if cw:  # w0's conditions the caller's, the older write's picked at stage 3
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                value = older_of(older_conditions(), Const(0, cw))
+                value = older_of(older_conditions(), Const(0, cw), copy=older_copies[-1] if older_copies else None)
                 with m.If(self.en):
                     m.d.sync += older_cond.eq(value)
                 cond_newest, cond_base, cond_words = w0_cond, Const(0, cw), [older_cond] + cond4
+        # the older write's state (zero if none), a copy of its select lines per SELECT_CHUNK bits if any
+        older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
+        with m.If(self.en):
+            if older_copies:
+                for c in range(-(-sw // SELECT_CHUNK)):
+                    lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
+                    m.d.sync += older_state[lo:hi].eq(older_of(older_values, 0, lo, hi, older_copies[c]))
+            else:
+                m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
+
         def picked(selects, lo, hi):
             """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks')."""
             part = base[lo:hi]
