@@ -152,7 +152,7 @@ def cmd_compile(args) -> int:
     device = sizing.DEVICES[args.device]
     choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
     print(sizing.describe(choice, device, design), file=sys.stderr)
-    cycles = _update_cycles(design, choice.partitioner, args.update_cycles, hdl == "vhdl")
+    cycles = _update_cycles(design, choice.partitioner, args.update_cycles)
     top = Top(design, bus_width=args.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
               evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder, update_cycles=cycles)
     options = {"bus_width": args.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
@@ -312,15 +312,10 @@ def cmd_gen(args) -> int:
 # --- argument parsing ----------------------------------------------------------------------
 
 
-def _update_cycles(design, partitioner: str, asked: str, vhdl: bool = False) -> int:
-    """--update-cycles as the top takes it: the VHDL back end has the one-cycle update only."""
+def _update_cycles(design, partitioner: str, asked: str) -> int:
+    """--update-cycles as the top takes it (the same for every HDL)."""
     from .hw.top import update_cycles_for
 
-    if vhdl:
-        if asked == "2":
-            raise UsageError("--update-cycles 2 is Verilog-only for now: the VHDL backend has the table's "
-                             "one-cycle update; use --hdl verilog, or --update-cycles 1 or auto")
-        return 1
     if asked == "2" and partitioner != "table":
         raise UsageError("--update-cycles 2 is the table partitioner's (--partitioner table)")
     return update_cycles_for(design, partitioner, asked)
@@ -339,7 +334,7 @@ def _partition_options(c) -> None:
                    help="cycles a key's update takes in the table: 1, or 2 (its lookup and the update each "
                         "get a cycle, for a faster clock; a tuple whose key shares a bucket with the tuple "
                         "just before it waits a cycle); auto: 2 with the table for keyed queries with "
-                        "partial-match registers, 1 otherwise and in VHDL (default: auto)")
+                        "partial-match registers, 1 otherwise (default: auto)")
 
 
 def _automaton_options(c) -> None:

@@ -75,7 +75,7 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     backend = tools.ghdl_backend() if opts.simulator == "ghdl" else os.environ.get("CEPC_VERILATOR_OPT_FAST", "")
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
-                         backend, opts.automaton, opts.dfa_encoding, opts.decoder]).encode())
+                         backend, opts.automaton, opts.dfa_encoding, opts.decoder, opts.update_cycles]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
     h.update(_compiler_digest())
     return h.hexdigest()[:16]
@@ -164,7 +164,7 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
                            evict=bool(opts.evict_after))
     from .cli import _update_cycles
 
-    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles, opts.simulator == "ghdl")
+    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles)
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
               evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder, update_cycles=cycles)
     options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,

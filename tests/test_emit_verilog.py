@@ -125,7 +125,7 @@ def test_max_match_length_must_be_positive(tmp_path, capsys):
 
 def test_the_update_cycles_option(tmp_path, capsys):
     # auto: the two-cycle update for a keyed query with partial-match registers (mshape), else one
-    # (marathon); the VHDL back end has the one-cycle update only, and the pipeline partitioner none
+    # (marathon), in VHDL as in Verilog; the pipeline partitioner has none
     def compile_(query, *args, out="t.v"):
         code = main(["compile", str(ROOT / "examples" / query), "-o", str(tmp_path / out), *args])
         return code, capsys.readouterr().err
@@ -137,10 +137,13 @@ def test_the_update_cycles_option(tmp_path, capsys):
         assert code == 0 and side["options"].get("update_cycles", 1) == cycles, (query, args)
         # (the two-cycle update: a cycle more in the table, and a second record register)
         assert side["latency_cycles"] == 9 + 2 * cycles and ("two-cycle update" in err) == (cycles == 2)
-    code, err = compile_("mshape/mshape.sql", out="t.vhd")  # (auto: one cycle in VHDL)
-    assert code == 0 and "update_cycles" not in json.loads((tmp_path / "t.json").read_text())["options"]
-    for args, message in [(["--update-cycles", "2"], "error: --update-cycles 2 is Verilog-only for now"),
-                          (["--partitioner", "pipeline", "--update-cycles", "2"],
-                           "error: --update-cycles 2 is the table partitioner's")]:
-        code, err = compile_("mshape/mshape.sql", *args, out="t.vhd" if len(args) == 2 else "t.v")
-        assert code == 1 and err.strip().splitlines()[-1].startswith(message), err
+    for query, args, cycles in [("mshape/mshape.sql", [], 2), ("marathon/marathon.sql", [], 1),
+                                ("marathon/marathon.sql", ["--update-cycles", "2"], 2)]:
+        code, err = compile_(query, *args, out="t.vhd")
+        side = json.loads((tmp_path / "t.json").read_text())
+        assert code == 0 and side["options"].get("update_cycles", 1) == cycles, (query, args)
+        assert side["latency_cycles"] == 9 + 2 * cycles and ("two-cycle update" in err) == (cycles == 2)
+    for out in ("t.v", "t.vhd"):
+        code, err = compile_("mshape/mshape.sql", "--partitioner", "pipeline", "--update-cycles", "2", out=out)
+        assert code == 1, err
+        assert err.strip().splitlines()[-1].startswith("error: --update-cycles 2 is the table partitioner's"), err

@@ -76,10 +76,15 @@ def test_there_are_examples_to_compile():
     ["--bus-width", "8", "--partitioner", "pipeline", "--partitions", "1"],
     ["--bus-width", "64", "--partitioner", "pipeline", "--partitions", "16"],
     ["--bus-width", "512", "--partitioner", "pipeline", "--partitions", "3", "--evict-after", "1000"],
-    ["--bus-width", "64"],  # auto: the table cepc sizes for the device (direct-indexed for narrow keys)
+    # auto: the table cepc sizes for the device (direct-indexed for narrow keys), the two-cycle update for
+    # queries with partial-match registers
+    ["--bus-width", "64"],
+    ["--bus-width", "64", "--update-cycles", "1"],
     ["--bus-width", "32", "--partitioner", "table", "--partitions", "64", "--evict-after", "100000"],  # hashed
-], ids=["8-bit-pipeline-1", "64-bit-pipeline-16", "512-bit-pipeline-3-evict", "64-bit-auto",
-        "32-bit-table-64-evict"])
+    ["--bus-width", "32", "--partitioner", "table", "--partitions", "64", "--evict-after", "100000",
+     "--update-cycles", "2"],
+], ids=["8-bit-pipeline-1", "64-bit-pipeline-16", "512-bit-pipeline-3-evict", "64-bit-auto", "64-bit-auto-update-1",
+        "32-bit-table-64-evict", "32-bit-table-64-evict-update-2"])
 def test_ghdl_analyses_elaborates_and_synthesises_without_a_warning(query, options, tmp_path):
     compile_vhdl(query, tmp_path / "top.vhd", *options)
     assert_clean(tmp_path / "top.vhd")
@@ -249,8 +254,7 @@ def test_scaled_registers_get_names_of_their_own(tmp_path):
 @pytest.mark.parametrize("options, what", [
     (["--automaton", "dfa"], "--automaton dfa"),
     (["--no-decoder"], "--no-decoder"),
-    (["--update-cycles", "2"], "--update-cycles 2"),
-], ids=["dfa", "no-decoder", "update-cycles"])
+], ids=["dfa", "no-decoder"])
 def test_verilog_only_options_are_refused(options, what, tmp_path, capsys):
     out = tmp_path / "top.vhd"
     assert main(["compile", str(MARATHON), "-o", str(out), *options]) == 1
@@ -259,18 +263,29 @@ def test_verilog_only_options_are_refused(options, what, tmp_path, capsys):
     assert not out.exists()
 
 
-def test_the_vhdl_back_end_refuses_a_top_with_the_two_cycle_update():
-    # (through the API too, not only the command line: it would write the one-cycle update)
-    from cepc.hw.top import Top
-    from cepc.lang.check import check
-    from cepc.lang.parse import parse_file
-    from cepc.nfa.lower import lower
+@pytest.mark.parametrize("query", [MARATHON, NETWORK, ROOT / "examples" / "mshape" / "mshape.sql"],
+                         ids=lambda p: p.stem)
+def test_the_two_cycle_update_in_the_vhdl(query, tmp_path):
+    # --update-cycles 2: each table registers its lookup (UPDATE_CYCLES 2) and says whether the framer's
+    # tuple shares a bucket with the tuple at stage 2 (`adjacent`), the top holds such a tuple a cycle
+    # (`hold`), the payload line is a stage longer, the record is registered twice and the stall keeps
+    # one FIFO slot more: the latency of the Verilog top with the two-cycle update, in the same sidecar
+    from cepc.hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN
 
-    design = lower(check(parse_file(MARATHON)))
-    top = Top(design, partitions=64, partitioner="table", update_cycles=2)
-    top._MustUse__silence = True  # (never elaborated: refused first)
-    with pytest.raises(ValueError, match="one-cycle update only"):
-        vhdl.context(design, top, "cepc_top", {})
+    one = compile_vhdl(query, tmp_path / "one.vhd", "--update-cycles", "1")
+    two = compile_vhdl(query, tmp_path / "two.vhd", "--update-cycles", "2")
+    side = json.loads((tmp_path / "two.json").read_text())
+    assert side["options"]["update_cycles"] == 2 and side["latency_cycles"] == 13
+    assert json.loads((tmp_path / "one.json").read_text())["latency_cycles"] == 11
+    tables = len(re.findall(r"^  \w+_partitioner : entity work\.cepc_top_table_partitioner$", two, re.M))
+    assert tables == len(side["queries"]) >= 1
+    assert two.count("UPDATE_CYCLES => 2)") == tables and "UPDATE_CYCLES => 2" not in one
+    assert two.count("hold => hold,") == tables and "hold" not in one[one.index("entity cepc_top is"):]
+    assert "f_ready <= en and slot and not hold;" in two and "f_ready <= en and slot;" in one
+    assert "constant DEPTH         : positive := 5;" in two and "constant DEPTH         : positive := 4;" in one
+    assert f"STALL_MARGIN  : positive := {STALL_MARGIN + 1};" in two
+    assert f"STALL_MARGIN  : positive := {STALL_MARGIN};" in one and STALL_MARGIN + 1 < OUTPUT_FIFO_DEPTH
+    assert len(re.findall(r"w_data => \w+_record6, w_en => \w+_record6_valid", two)) == len(side["queries"])
 
 
 def test_ghdl_simulation_refuses_a_dfa_before_building(tmp_path, capsys):

@@ -403,10 +403,12 @@ def unsupported(design: DesignPlan, decoder: bool = True) -> str | None:
 
 def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
     """Everything the templates need, computed from the plan and the top's options."""
-    if top.update_cycles != 1:  # (the command line refuses it first: cepc.cli._update_cycles)
-        raise ValueError("the VHDL backend has the table's one-cycle update only (update_cycles 1)")
     tup = design.tuple
-    depth = partitioner_depth(design, top.partitions, top.partitioner)
+    # the two-cycle update (Top.update_cycles 2: the table partitioner, a keyed design): each table's
+    # lookup registered at a fifth stage, the hold of a tuple of the bucket of the one before it, and
+    # a second record register
+    lag = top.update_cycles == 2
+    depth = partitioner_depth(design, top.partitions, top.partitioner, top.update_cycles)
     entity = {part: f"{name}_{part}" for part in
               ("framer", "decoder", "delay_line", "fifo", "pipeline_partitioner", "partition_element",
                "partition_tail", "table_partitioner", "single_partition")}
@@ -421,15 +423,19 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         # the top's own signals, constants and types
         "clk", "rst", "en", "slot", "accept", "a_valid", "a_raw", "b_valid", "b_raw", "b_preds",
         "t_valid", "t_data", "t_raw", "t_preds", "t_seq", "f_valid", "f_data", "f_ready", "spill_valid",
-        "spill_data", "dropping", "turn", "chosen", "pick", "waiting", "waited", "evictions", "room", "tuple_width", "pred_width",
+        "spill_data", "dropping", "turn", "chosen", "pick", "waiting", "waited", "evictions", "room", "hold",
+        "tuple_width", "pred_width",
         "seq_width", "key_width", "query_width", "record_bits", "depth", "fifo_depth", "stall_margin", "queries",
         "out_valid", "out_data", "out_read", "levels", "tuples_in_count", "matches_out_count", "dropped_count",
         "evicted_count", "record_array", "level_array", "m_valid", "decoded", "framer_malformed",
         # labels
         "framer", "decoder", "payload", "spill", "reads", "tuple_stage", "predicate_stage", "seq_stage", "spill_stage",
+        "stall_bucket",
         "stall", "arbiter", "output_stage", "rtl", name, *entity.values()])
     suffixes = ("_key", "_slot", "_out_valid", "_out_key", "_out_state", "_hit", "_free", "_next", "_match",
-                "_evicted", "_drop", "_record", "_record_valid", "_partitioner", "_nfa", "_matches", "_record_stage")
+                "_evicted", "_drop", "_record", "_record_valid", "_partitioner", "_nfa", "_matches", "_record_stage",
+                "_record6", "_record6_valid", "_record6_stage", "_next_key", "_adjacent", "_now", "_next_expiry",
+                "_now_stage", "_measures", "_overflow")
     queries = []
     for q in design.queries:
         prefix = top_names.take(q.name, suffixes)
@@ -498,7 +504,8 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "record_width": top.record_width,
         "measures_width": record_measures_width(design),
         "fifo_depth": OUTPUT_FIFO_DEPTH,
-        "stall_margin": STALL_MARGIN,
+        "stall_margin": STALL_MARGIN + (1 if lag else 0),  # (cepc.hw.top: `room`)
+        "lag": lag,
         "depth": depth,
         "pipelined": top.pipelined,
         "tick_period": tick_period(top.evict_after) if top.evict_after else 0,
