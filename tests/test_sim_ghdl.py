@@ -55,7 +55,8 @@ def run(checked, frame, simulator: str, packets=None, **options) -> SimResult:
 
 def run_both(checked, frame, tmp_path: Path, packets=None, **options) -> SimResult:
     """Verilator (Verilog) and GHDL (VHDL) on the same stimulus must agree on everything they report:
-    the match files, byte for byte, the counters and the spilled tuples."""
+    the match files, byte for byte, the counters and the spilled tuples (and with ``timing=True`` the
+    cycle of every packet's last beat taken and of every record given)."""
     results = {}
     for simulator in ("verilator", "ghdl"):
         results[simulator] = run(checked, frame, simulator, packets, **options)
@@ -64,6 +65,9 @@ def run_both(checked, frame, tmp_path: Path, packets=None, **options) -> SimResu
     assert (tmp_path / "ghdl.csv").read_bytes() == (tmp_path / "verilator.csv").read_bytes()
     assert vhdl.counters == verilog.counters
     assert vhdl.spilled == verilog.spilled
+    if options.get("timing"):
+        assert vhdl.timing["last_beats"] == verilog.timing["last_beats"]
+        assert vhdl.timing["records"] == verilog.timing["records"]
     return vhdl
 
 
@@ -118,20 +122,21 @@ def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, par
 
 
 @needs_ghdl
-@pytest.mark.parametrize("seed, after, within, partitions, partitioner", [
-    (21, "SKIP PAST LAST ROW", None, None, "table"),  # direct-indexed (k UINT8)
-    (22, "CONTINUE", 8, 8, "pipeline"),
-    (23, "SKIP PAST LAST ROW", 20, 16, "table"),  # hashed: tags, and expiry beside them
-    (24, "CONTINUE", None, 8, "pipeline"),
+@pytest.mark.parametrize("seed, after, within, partitions, partitioner, update_cycles, bus_width", [
+    (21, "SKIP PAST LAST ROW", None, None, "table", "1", 64),  # direct-indexed (k UINT8)
+    (22, "CONTINUE", 8, 8, "pipeline", "auto", 64),
+    # hashed: tags, and expiry beside them; the two-cycle update (auto) with a tuple a cycle
+    (23, "SKIP PAST LAST ROW", 20, 16, "table", "auto", 128),
+    (24, "CONTINUE", None, 8, "pipeline", "auto", 64),
 ])
 def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference(
-        seed, after, within, partitions, partitioner, tmp_path):
+        seed, after, within, partitions, partitioner, update_cycles, bus_width, tmp_path):
     # every aggregate in DEFINE (over the predecessor's registers), every kind of measure, WITHIN
     import test_hw_aggregates as agg
 
     checked, frame, want = agg.random_case(seed, after, within, 1500, 500)
-    result = run_both(checked, frame, tmp_path, bus_width=64, partitions=partitions, partitioner=partitioner,
-                      stall=0.1, backpressure=0.3, seed=seed)
+    result = run_both(checked, frame, tmp_path, bus_width=bus_width, partitions=partitions, partitioner=partitioner,
+                      update_cycles=update_cycles, stall=0.1, backpressure=0.3, seed=seed, timing=True)
     assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
     assert result.rows == want, checked.source.text
 
@@ -158,8 +163,9 @@ WINDOWS = ROOT / "tests" / "fixtures" / "vhdl" / "windows.sql"
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitioner", ["table", "pipeline"])
-def test_within_eviction_is_exact_across_zero_and_for_windows_wider_than_the_time(partitioner, tmp_path):
+@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("table", "2"), ("pipeline", "auto")])
+def test_within_eviction_is_exact_across_zero_and_for_windows_wider_than_the_time(partitioner, update_cycles,
+                                                                                  tmp_path):
     # WITHIN evicts a partition past its expiry (its last time plus the window, compared unsigned):
     # a signed time crossing zero must keep its order (t = -5 then -1 is 4 apart, not 510), and a
     # window wider than the time field's range must never expire an entry (250 + 300 must not wrap)
@@ -174,8 +180,10 @@ def test_within_eviction_is_exact_across_zero_and_for_windows_wider_than_the_tim
                          "k": rng.integers(1, 5, n), "d": rng.integers(-3, 3, n)})
     for stream_ in (frame, busy):
         want = expected_rows(checked, stream_)
+        # (a 32-bit bus: a tuple a cycle, so with the two-cycle update tuples of a bucket of either
+        # query's table back to back wait a cycle)
         result = run_both(checked, stream_, tmp_path, bus_width=32, partitions=None if partitioner == "table" else 6,
-                          partitioner=partitioner, seed=9)
+                          partitioner=partitioner, update_cycles=update_cycles, seed=9, timing=True)
         assert result.counters["dropped"] == 0
         assert result.rows == want
     # the first stream: signed_time matches twice (the pair at 20 and 35 is outside its window),
@@ -208,7 +216,8 @@ def test_partial_match_corners_are_the_same_on_both_back_ends_and_the_reference(
     ("finance/finance5/finance5.sql", "table"),
 ])
 def test_market_examples_on_generated_trades_are_the_same_on_both_back_ends(example, partitioner, tmp_path):
-    # Hirzel's queries on 1,500 generated trades over 12 symbols: rows with their measures
+    # Hirzel's queries on 1,500 generated trades over 12 symbols: rows with their measures (on the table
+    # with the one-cycle update: test_two_cycle_update_is_cycle_exact_on_both_back_ends has the two-cycle)
     from cepc.gen import generate
 
     checked = check(parse_file(ROOT / "examples" / example))
@@ -216,21 +225,25 @@ def test_market_examples_on_generated_trades_are_the_same_on_both_back_ends(exam
     want = expected_rows(checked, frame)
     assert len(want) >= 5
     result = run_both(checked, frame, tmp_path, bus_width=24, partitions=None if partitioner == "table" else 12,
-                      partitioner=partitioner, stall=0.2, backpressure=0.3, seed=4)
+                      partitioner=partitioner, update_cycles="1" if partitioner == "table" else "auto", stall=0.2,
+                      backpressure=0.3, seed=4)
     assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
     assert result.rows == want
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitions, partitioner", [(4, "table"), (1, "pipeline")])
-def test_full_partitioner_spills_the_same_tuples_on_both_back_ends(partitions, partitioner, tmp_path):
+@pytest.mark.parametrize("partitions, partitioner, update_cycles, bus_width",
+                         [(4, "table", "auto", 32), (4, "table", "2", 128), (1, "pipeline", "auto", 32)])
+def test_full_partitioner_spills_the_same_tuples_on_both_back_ends(partitions, partitioner, update_cycles, bus_width,
+                                                                   tmp_path):
+    # (with the two-cycle update on a 128-bit bus, a tuple a cycle: keys in 2 buckets, often back to back)
     text = pt.schema() + f"PARTITION BY k PATTERN (P0 P3 P3 P2) DEFINE {pt.defines()};"
     checked = check(parse(text))
     n = 400
     frame = pd.DataFrame({"t": np.arange(n, dtype=np.int64), "k": np.arange(n, dtype=np.int64) % 40,
                           "c": np.array(["a"] * n, dtype=object)})
-    result = run_both(checked, frame, tmp_path, bus_width=32, partitions=partitions, partitioner=partitioner,
-                      backpressure=0.3)
+    result = run_both(checked, frame, tmp_path, bus_width=bus_width, partitions=partitions, partitioner=partitioner,
+                      update_cycles=update_cycles, backpressure=0.3, timing=True)
     c = result.counters
     assert c["tuples_in"] == n
     assert c["dropped"] > 0 and c["dropped"] == len(result.spilled)
@@ -339,11 +352,13 @@ def test_vhdl_heavy_backpressure_fills_the_fifos_without_losing_a_record(keyed):
 
 
 @needs_ghdl
-@pytest.mark.parametrize("bus_width, partitioner", [(8, "table"), (24, "pipeline")])
-def test_every_beat_and_record_takes_the_same_cycle_on_both_back_ends(bus_width, partitioner):
+@pytest.mark.parametrize("bus_width, partitioner, update_cycles", [(8, "table", "auto"), (24, "pipeline", "auto"),
+                                                                   (128, "table", "2")])
+def test_every_beat_and_record_takes_the_same_cycle_on_both_back_ends(bus_width, partitioner, update_cycles):
     # cycle-exact: the clock cycle of every packet's last beat taken and of every record given, under
     # the same random gaps and backpressure (an 8-bit bus has a framer of its own, without the
-    # trim cycle after a packet)
+    # trim cycle after a packet; a 128-bit one takes a tuple a cycle, so with the two-cycle update
+    # a tuple of the bucket of the one before it waits a cycle)
     text = pt.schema() + f"PARTITION BY k AFTER MATCH CONTINUE PATTERN (P0 P3* P2) DEFINE {pt.defines()};"
     checked = check(parse(text))
     rng = np.random.default_rng(11)
@@ -352,18 +367,21 @@ def test_every_beat_and_record_takes_the_same_cycle_on_both_back_ends(bus_width,
                           "c": np.array(list(pt.LETTERS), dtype=object)[rng.integers(0, 4, n)]})
     results = {simulator: run(checked, frame, simulator, bus_width=bus_width, partitioner=partitioner,
                               partitions=None if partitioner == "table" else 6, packet_tuples=7, stall=0.2,
-                              backpressure=0.3, seed=11, timing=True)
+                              backpressure=0.3, seed=11, timing=True, update_cycles=update_cycles)
                for simulator in ("verilator", "ghdl")}
     verilog, vhdl = results["verilator"], results["ghdl"]
     assert len(verilog.timing["records"]) == len(verilog.rows) > 20
+    if update_cycles == "2":  # (the table direct-indexed: the bucket is the key)
+        assert sum(a == b for a, b in zip(frame["k"], frame["k"][1:])) > 40
     assert vhdl.timing == verilog.timing
     assert vhdl.rows == verilog.rows and vhdl.counters == verilog.counters
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitions, keyed, bus_width, partitioner",
-                         [(1, False, 64, "auto"), (5, True, 56, "pipeline"), (5, True, 56, "table")])
-def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width, partitioner):
+@pytest.mark.parametrize("partitions, keyed, bus_width, partitioner, update_cycles",
+                         [(1, False, 64, "auto", 1), (5, True, 56, "pipeline", 1), (5, True, 56, "table", 1),
+                          (5, True, 56, "table", 2)])
+def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width, partitioner, update_cycles):
     from cepc.hw.top import latency
 
     text = pt.schema() + ("PARTITION BY k " if keyed else "") + "PATTERN (P0) DEFINE " + pt.defines() + ";"
@@ -371,15 +389,125 @@ def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width, par
     measured = {}
     for simulator in ("verilator", "ghdl"):
         result = run(checked, keyed_frame("a", [1]), simulator, bus_width=bus_width, partitions=partitions,
-                     partitioner=partitioner, timing=True)
+                     partitioner=partitioner, update_cycles=str(update_cycles), timing=True)
         # clock edges from the one taking the tuple's last beat to the one taking its record
         (beat,), (record,) = result.timing["last_beats"], result.timing["records"]
         measured[simulator] = record - beat
     assert measured["ghdl"] == measured["verilator"]
     # the sidecar's latency_cycles is an upper bound: a keyed tuple may wait a cycle for its slot
     kind = "table" if partitioner == "auto" else partitioner
-    bound = latency(lower(checked), partitions, kind)
+    bound = latency(lower(checked), partitions, kind, update_cycles)
     assert bound - 1 <= measured["ghdl"] <= bound
+    if update_cycles == 2:  # 13 cycles, not 11: the lookup's register and a second record register
+        assert bound == 13
+
+
+# --- the two-cycle update (--update-cycles 2) ------------------------------------------------------
+
+
+def buckets_of(design, frame: pd.DataFrame, partitions: int) -> dict[str, list[int]]:
+    """Each keyed query's table bucket of every tuple of ``frame``, as the hardware hashes it (the table
+    sized as ``cepc sim`` sizes it for ``--partitions``)."""
+    from cepc.hw import sizing
+    from cepc.hw.top import table_partitioner
+
+    choice = sizing.choose(design, sizing.DEVICES["ecp5-85f"], "table", partitions)
+    out = {}
+    for q in design.queries:
+        if not q.key_fields:
+            continue
+        table = table_partitioner(q, design.tuple, choice.partitions, choice.ways)
+        table._MustUse__silence = True  # (asked for its hash only: never elaborated)
+        fields = [design.tuple.field(k) for k in q.key_fields]
+        buckets = []
+        for row in frame[list(q.key_fields)].itertuples(index=False):
+            key, off = 0, 0
+            for f, value in zip(fields, row):  # the key as the top packs it, the first field lowest
+                key |= f.encode(value) << off
+                off += f.width
+            buckets.append(table.index(key))
+        out[q.name] = buckets
+    return out
+
+
+def back_to_back(buckets: dict[str, list[int]], keys: list) -> tuple[int, int]:
+    """Tuples whose key shares a bucket of some query's table with the tuple just before them: how many,
+    and how many of those have another key."""
+    shared = [i for i in range(1, len(keys)) if any(b[i] == b[i - 1] for b in buckets.values())]
+    return len(shared), sum(keys[i] != keys[i - 1] for i in shared)
+
+
+@needs_ghdl
+@pytest.mark.parametrize("example", [
+    "mshape/mshape.sql", "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
+    "finance/finance5/finance5.sql", "network/network.sql", "marathon/marathon.sql"])
+def test_two_cycle_update_is_cycle_exact_on_both_back_ends(example, tmp_path):
+    # --update-cycles 2 on a small hashed table (16 entries: 4 buckets of 4 ways) and 8 keys on a
+    # 256-bit bus (a tuple a cycle): a quarter of the tuples or more share a bucket with the tuple just
+    # before them, of their own key or another's. Each waits a cycle at stage 2, and then sees the
+    # update of the one before it, on both back ends to the cycle, under gaps in the input and
+    # backpressure; the matches are the reference's.
+    from cepc.gen import generate
+
+    checked = check(parse_file(ROOT / "examples" / example))
+    design = lower(checked)
+    frame = generate(checked, 1000, 8, seed=13)
+    (key,) = {k for q in design.queries for k in q.key_fields}
+    shared, others = back_to_back(buckets_of(design, frame, 16), frame[key].tolist())
+    assert shared > 200 and others > 100, (shared, others)
+    result = run_both(checked, frame, tmp_path, bus_width=256, partitions=16, partitioner="table",
+                      update_cycles="2", packet_tuples=25, stall=0.1, backpressure=0.4, seed=13, timing=True)
+    assert result.counters["tuples_in"] == len(frame) and result.counters["dropped"] == 0
+    want = expected_rows(checked, frame)
+    assert result.rows == want and len(want) >= 9
+
+
+@needs_ghdl
+def test_two_cycle_update_stalls_with_the_same_margin_on_both_back_ends(tmp_path):
+    # every tuple matches and the sink takes about one record in ten cycles: the output FIFO fills, and
+    # the pipeline stalls with one slot more kept free than with the one-cycle update (its second
+    # record register), on both back ends at the same cycles; no record is lost
+    text = pt.schema() + "PARTITION BY k AFTER MATCH CONTINUE PATTERN (P1) DEFINE " + pt.defines() + ";"
+    checked = check(parse(text))
+    frame = keyed_frame("ab" * 150, [i // 2 % 3 for i in range(300)])  # pairs of a key back to back
+    result = run_both(checked, frame, tmp_path, bus_width=128, partitions=3, partitioner="table",
+                      update_cycles="2", packet_tuples=50, backpressure=0.9, seed=3, timing=True)
+    assert result.rows == reference_rows(checked, frame) and len(result.rows) == 300
+    assert result.counters["matches_out"] == 300
+
+
+@needs_ghdl
+@pytest.mark.parametrize("update_cycles", ["1", "2"])
+def test_a_write_is_stamped_with_the_epoch_of_its_lookup(update_cycles, tmp_path):
+    # --evict-after 30: an epoch every enabled cycle, and an entry is stale 2,048 epochs after the one
+    # its write is stamped with. Twelve keys start a partial match each ('a'); some 2,000 tuples later
+    # they come back in turn ('d'), each one cycle later after its start than the key before it, and
+    # then complete their matches ('c'). Keys that come back before their entry is stale match; the
+    # later ones have lost it. Which key is the first to have lost it depends, to the cycle, on the
+    # epoch its write is stamped with: its lookup's, with the two-cycle update too (where the write is
+    # formed a cycle after the lookup). No tuple waits: no two in a row share a bucket.
+    text = pt.schema() + "PARTITION BY k PATTERN (P0 P3 P2) DEFINE " + pt.defines() + ";"
+    checked = check(parse(text))
+    design = lower(checked)
+    (every,) = buckets_of(design, keyed_frame("a" * 256, list(range(256))), 64).values()
+    bucket = dict(enumerate(every))  # each key's (16 buckets of 4 ways)
+    filler = [200, next(k for k in range(201, 256) if bucket[k] != bucket[200])]  # 'b' starts nothing: no entry
+    keys = []  # in turn in buckets of their own (none of the fillers'), at most 4 in one
+    for k in range(100):
+        if bucket[k] not in {bucket[f] for f in filler} and (not keys or bucket[keys[-1]] != bucket[k]) \
+                and [bucket[j] for j in keys].count(bucket[k]) < 4 and len(keys) < 12:
+            keys.append(k)
+    fill = 2030
+    letters = "a" * 12 + "b" * fill + "db" * 12 + "c" * 12
+    ks = keys + [filler[i % 2] for i in range(fill)] + [k for i, key in enumerate(keys) for k in (key, filler[i % 2])] \
+        + keys
+    frame = keyed_frame(letters, ks)
+    assert len(keys) == 12 and back_to_back(buckets_of(design, frame, 64), ks)[0] == 0
+    result = run_both(checked, frame, tmp_path, bus_width=128, partitions=64, partitioner="table", evict_after=30,
+                      update_cycles=update_cycles, packet_tuples=len(frame), seed=5, timing=True)
+    # the first six keys come back 2,042 to 2,047 cycles after their start (12 + 2,030 + their place), in time
+    assert [int(row[0]) for row in result.rows] == keys[:6]
+    assert result.counters["evicted"] == 0 and result.counters["dropped"] == 0
 
 
 def awkward_frame(n: int, seed: int) -> pd.DataFrame:
