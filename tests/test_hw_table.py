@@ -669,6 +669,40 @@ def test_a_two_cycle_table_of_a_wide_state_that_expires_equals_the_model(ways, e
     assert len(seen) == len(keys)
 
 
+@pytest.mark.parametrize("ways, stall", [(4, 0.0), (2, 0.0), (1, 0.0), (4, 0.3)])
+def test_a_two_cycle_table_sees_past_a_write_that_kept_nothing(ways, stall):
+    # WITHIN, the two-cycle update, a 150-bit state: a key writes its state, looks it up again late
+    # (stale: it misses, and its update keeps nothing, so that write takes no way), and then early
+    # again (time fell: the first write is live), three tuples later, so that the empty write is the
+    # one just ahead of its lookup among the older writes and the first write is further ahead. The
+    # third lookup's state is the first write's: with the older write's select lines copied, the
+    # write one ahead is the key's only if it hit or took a way, which a miss does only with `keep`.
+    dut = TablePartitioner(64, 9, 150, ways=ways, expiry_width=12, window=10, bank_depth=4, early_key=2,
+                           en_ahead=True, relay=True, lag=True)
+    rng = random.Random(ways)
+    keys, times = [], []
+    for i in range(40):
+        key = rng.choice([1, 2, 3, 300 + i])
+        others = [k for k in range(400) if dut.index(k) != dut.index(key)]
+        keys += [key, rng.choice(others), key, rng.choice(others), rng.choice(others), key]
+        base = 100 + 3 * i
+        times += [base, base, base + 40, base, base, base]
+    calls = []
+
+    def update(key, state):  # (the second lookup of each key keeps nothing)
+        calls.append(key)
+        if len(calls) % 6 == 3:
+            return 0
+        return (state * 3 + key + 1) % (1 << 150) | 1
+
+    seen, _ = drive(dut, keys, update, stall, seed=ways, times=times)
+    assert len(seen) == len(keys)
+    # (the third lookup of each key hit the first's entry, live again, wherever the first took a way:
+    # most of them, a way's bucket full of other keys' live entries now and then)
+    took = [bool(seen[i][2] or seen[i][3]) for i in range(0, len(keys), 6)]
+    assert [bool(seen[i][2]) for i in range(5, len(keys), 6)] == took and sum(took) > len(took) // 2
+
+
 @pytest.mark.parametrize("ways, entries, depth, relay, seed", [(4, 64, 4, True, 1), (1, 256, 16, False, 2),
                                                                (2, 64, 4, False, 3)])
 def test_a_two_cycle_table_reset_with_keys_in_flight_sweeps_and_equals_the_model(ways, entries, depth, relay, seed):

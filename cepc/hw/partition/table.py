@@ -680,7 +680,11 @@ class TablePartitioner(wiring.Component):
             part = [v if lo is None else v[lo:hi] for v in values]
             if copy is None:
                 return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
-            return newest_of(copy.q[0], list(copy.q[1:]), part, zero)
+            if stale_free:
+                return newest_of(copy.q[0], list(copy.q[1:]), part, zero)
+            # (entries that go stale: the write one ahead is the key's if it hit, or took a way and kept
+            # its state, `keep` now that write's register; see `older_copies`)
+            return newest_of(copy.q[0] | (copy.q[1] & writes[0]["keep"]), list(copy.q[2:]), part, zero)
         way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
@@ -733,7 +737,7 @@ class TablePartitioner(wiring.Component):
         older_copies = []
         if older_next is not None and sw > SELECT_CHUNK:
             for c in range(-(-sw // SELECT_CHUNK) + (1 if cw else 0)):
-                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
+                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - (1 if stale_free else 0))
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
 
@@ -968,9 +972,14 @@ class TablePartitioner(wiring.Component):
             # (mine3r's flags, not their priority: the priority's gates are taken beside each copy,
             # after it, so the one net into the copies across the die comes from two gates, not a
             # chain of them: finance0's critical path at 9e13792 was the priority, 7.8 ns)
+            # (Where entries go stale, a key that misses takes a way only for a state worth keeping:
+            # `keep`, known at the end of the update. The copies take whether the key hit and whether it
+            # has a way to take, known as its stage begins, and w0's `keep` register completes the flag
+            # beside each copy, so the update does not end in routes to every copy across the die.)
             one_next, *mine_next = older_next
+            wrote = [Cat(*target).any()] if stale_free else [hit, Cat(*alloc).any()]
             for copy in older_copies:
-                m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *mine_next))
+                m.d.comb += copy.d.eq(Cat(*(one_next & w for w in wrote), *mine_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
