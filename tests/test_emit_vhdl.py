@@ -268,8 +268,10 @@ def test_verilog_only_options_are_refused(options, what, tmp_path, capsys):
 def test_the_two_cycle_update_in_the_vhdl(query, tmp_path):
     # --update-cycles 2: each table registers its lookup (UPDATE_CYCLES 2) and says whether the framer's
     # tuple shares a bucket with the tuple at stage 2 (`adjacent`), the top holds such a tuple a cycle
-    # (`hold`), the payload line is a stage longer, the record is registered twice and the stall keeps
-    # one FIFO slot more: the latency of the Verilog top with the two-cycle update, in the same sidecar
+    # (`hold`), the payload reaches the lookup through a line of four stages (in flip-flops, not block RAM)
+    # and is registered at the fifth, the record is registered twice and the stall keeps one FIFO slot
+    # more: the latency of the Verilog top with the two-cycle update, in the same sidecar. As in the
+    # Verilog, the data registers the update adds have no reset, only their valid flags.
     from cepc.hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN
 
     one = compile_vhdl(query, tmp_path / "one.vhd", "--update-cycles", "1")
@@ -283,6 +285,10 @@ def test_the_two_cycle_update_in_the_vhdl(query, tmp_path):
     assert two.count("hold => hold,") == tables and "hold" not in one[one.index("entity cepc_top is"):]
     assert "f_ready <= en and slot and not hold;" in two and "f_ready <= en and slot;" in one
     assert "constant DEPTH         : positive := 5;" in two and "constant DEPTH         : positive := 4;" in one
+    assert "generic map (WIDTH => t_data'length, DEPTH => DEPTH - 1)" in two and "payload5 : process" in two
+    assert "generic map (WIDTH => t_data'length, DEPTH => DEPTH)" in one and "payload5" not in one
+    for data in ("p_key", "p_index", "p_state", r"\w+_record6"):
+        assert not re.search(rf"^ +{data} +<= \(others => '0'\);", two, re.M), data
     assert f"STALL_MARGIN  : positive := {STALL_MARGIN + 1};" in two
     assert f"STALL_MARGIN  : positive := {STALL_MARGIN};" in one and STALL_MARGIN + 1 < OUTPUT_FIFO_DEPTH
     assert len(re.findall(r"w_data => \w+_record6, w_en => \w+_record6_valid", two)) == len(side["queries"])

@@ -422,15 +422,15 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
     top_names = Names(list(top.signature.members) + [
         # the top's own signals, constants and types
         "clk", "rst", "en", "slot", "accept", "a_valid", "a_raw", "b_valid", "b_raw", "b_preds",
-        "t_valid", "t_data", "t_raw", "t_preds", "t_seq", "f_valid", "f_data", "f_ready", "spill_valid",
-        "spill_data", "dropping", "turn", "chosen", "pick", "waiting", "waited", "evictions", "room", "hold",
+        "t_valid", "t_data", "t_raw", "t_preds", "t_seq", "line_valid", "line_data", "f_valid", "f_data", "f_ready",
+        "spill_valid", "spill_data", "dropping", "turn", "chosen", "pick", "waiting", "waited", "evictions", "room", "hold",
         "tuple_width", "pred_width",
         "seq_width", "key_width", "query_width", "record_bits", "depth", "fifo_depth", "stall_margin", "queries",
         "out_valid", "out_data", "out_read", "levels", "tuples_in_count", "matches_out_count", "dropped_count",
         "evicted_count", "record_array", "level_array", "m_valid", "decoded", "framer_malformed",
         # labels
         "framer", "decoder", "payload", "spill", "reads", "tuple_stage", "predicate_stage", "seq_stage", "spill_stage",
-        "stall_bucket",
+        "stall_bucket", "payload5",
         "stall", "arbiter", "output_stage", "rtl", name, *entity.values()])
     suffixes = ("_key", "_slot", "_out_valid", "_out_key", "_out_state", "_hit", "_free", "_next", "_match",
                 "_evicted", "_drop", "_record", "_record_valid", "_partitioner", "_nfa", "_matches", "_record_stage",
