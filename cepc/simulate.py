@@ -66,6 +66,7 @@ class SimResult:
     input_cycles: int  # clock cycles from the first input beat offered to the last one taken
     cycles: int = 0  # clock cycles from the end of reset to the end of the drain
     timing: dict = field(default_factory=dict)  # with SimOptions.timing: cycles of "last_beats" and "records"
+    update_cycles: int = 1  # the table's update as compiled (SimOptions.update_cycles, auto resolved)
 
 
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
@@ -185,7 +186,7 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
             new.unlink()
         else:
             new.replace(old)
-    return design, top.latency
+    return design, top
 
 
 @dataclass
@@ -264,7 +265,7 @@ def simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, packets: l
 def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Path,
               packets: list[bytes] | None) -> SimResult:
     t0 = time.perf_counter()
-    design, latency = _compile(checked, opts, work)
+    design, top = _compile(checked, opts, work)
     build = (_build_ghdl if opts.simulator == "ghdl" else _build_verilator)(opts, work)
     t1 = time.perf_counter()
 
@@ -279,7 +280,7 @@ def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Pat
     config = {
         "input": str(work / "input.bin"), "output": str(result_path), "tuple_bytes": design.tuple.nbytes,
         "packet_tuples": opts.packet_tuples, "stall": opts.stall, "backpressure": opts.backpressure,
-        "seed": opts.seed, "drain_cycles": latency + 64, "timing": opts.timing,
+        "seed": opts.seed, "drain_cycles": top.latency + 64, "timing": opts.timing,
     }
     if packets is not None:
         config["packet_bytes"] = [len(p) for p in packets]
@@ -308,7 +309,7 @@ def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Pat
     rows_out = record_rows(checked, design, [decode_record(design, word) for word in out["records"]])
     spilled = [design.tuple.unpack(w) for w in out["spilled"]]
     return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0, out["input_cycles"], out["cycles"],
-                     out["timing"])
+                     out["timing"], top.update_cycles)
 
 
 def record_rows(checked: Checked, design, decoded: list[dict]) -> list[list[str]]:

@@ -125,8 +125,10 @@ def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, par
 @pytest.mark.parametrize("seed, after, within, partitions, partitioner, update_cycles, bus_width", [
     (21, "SKIP PAST LAST ROW", None, None, "table", "1", 64),  # direct-indexed (k UINT8)
     (22, "CONTINUE", 8, 8, "pipeline", "auto", 64),
-    # hashed: tags, and expiry beside them; the two-cycle update (auto) with a tuple a cycle
+    # hashed: tags, and expiry beside them, with a tuple a cycle: the two-cycle update (auto's), and the
+    # one-cycle one
     (23, "SKIP PAST LAST ROW", 20, 16, "table", "auto", 128),
+    (23, "SKIP PAST LAST ROW", 20, 16, "table", "1", 128),
     (24, "CONTINUE", None, 8, "pipeline", "auto", 64),
 ])
 def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference(
@@ -137,13 +139,16 @@ def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference
     checked, frame, want = agg.random_case(seed, after, within, 1500, 500)
     result = run_both(checked, frame, tmp_path, bus_width=bus_width, partitions=partitions, partitioner=partitioner,
                       update_cycles=update_cycles, stall=0.1, backpressure=0.3, seed=seed, timing=True)
+    # (auto: the two-cycle update for the table, as the queries have partial-match registers)
+    assert result.update_cycles == (2 if partitioner == "table" and update_cycles != "1" else 1)
     assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
     assert result.rows == want, checked.source.text
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitioner", ["table", "pipeline"])
-def test_partial_matches_dropped_at_the_length_bound_are_counted_the_same_on_both_back_ends(partitioner, tmp_path):
+@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("table", "2"), ("pipeline", "auto")])
+def test_partial_matches_dropped_at_the_length_bound_are_counted_the_same_on_both_back_ends(partitioner, update_cycles,
+                                                                                            tmp_path):
     # P0 P1+ P2 with --max-match-length 3: a longer run of P1 outgrows the count register
     import test_hw_aggregates as agg
 
@@ -155,7 +160,9 @@ def test_partial_matches_dropped_at_the_length_bound_are_counted_the_same_on_bot
     frame = agg.stream([(rng.randrange(3), rng.randrange(2), rng.randrange(256), rng.randrange(-128, 128), 1)
                         for _ in range(800)])
     result = run_both(checked, frame, tmp_path, bus_width=32, partitions=None if partitioner == "table" else 4,
-                      partitioner=partitioner, max_length=3, backpressure=0.2, seed=5)
+                      partitioner=partitioner, update_cycles=update_cycles, max_length=3, backpressure=0.2, seed=5,
+                      timing=True)
+    assert result.update_cycles == (2 if update_cycles == "2" else 1)
     assert result.counters["overflow"] > 0
 
 
@@ -193,8 +200,8 @@ def test_within_eviction_is_exact_across_zero_and_for_windows_wider_than_the_tim
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitioner", ["table", "pipeline"])
-def test_partial_match_corners_are_the_same_on_both_back_ends_and_the_reference(partitioner, tmp_path):
+@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("table", "2"), ("pipeline", "auto")])
+def test_partial_match_corners_are_the_same_on_both_back_ends_and_the_reference(partitioner, update_cycles, tmp_path):
     # WITHIN without aggregates in DEFINE (the latest start wins; no MEASURES) beside signed
     # registers, a widening SUM, a CHAR register and measures that truncate and sign-extend
     from cepc.gen import generate
@@ -204,7 +211,9 @@ def test_partial_match_corners_are_the_same_on_both_back_ends_and_the_reference(
     want = expected_rows(checked, frame)
     assert {row[2] for row in want} == {"latest", "signed regs"}, "both queries match"
     result = run_both(checked, frame, tmp_path, bus_width=32, partitions=None if partitioner == "table" else 6,
-                      partitioner=partitioner, stall=0.1, backpressure=0.3, seed=7)
+                      partitioner=partitioner, update_cycles=update_cycles, stall=0.1, backpressure=0.3, seed=7,
+                      timing=True)
+    assert result.update_cycles == (2 if update_cycles == "2" else 1)
     assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
     assert result.rows == want
 
