@@ -680,11 +680,7 @@ class TablePartitioner(wiring.Component):
             part = [v if lo is None else v[lo:hi] for v in values]
             if copy is None:
                 return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
-            if stale_free:
-                return newest_of(copy.q[0], list(copy.q[1:]), part, zero)
-            # (entries that go stale: the write one ahead is the key's if it hit, or took a way and kept
-            # its state, `keep` now that write's register; see `older_copies`)
-            return newest_of(copy.q[0] | (copy.q[1] & writes[0]["keep"]), list(copy.q[2:]), part, zero)
+            return newest_of(copy.q[0], list(copy.q[1:]), part, zero)
         way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
@@ -727,17 +723,14 @@ class TablePartitioner(wiring.Component):
         # With `lag` on a large die, the older write's select lines (`older_one`, and the priority of
         # those two or more ahead) pick a state a thousand bits wide (mshape's 1,085) and its conditions:
         # one flag register fanned out to all of them across the die (mshape's critical path with the
-        # two-cycle update: 7.8 ns of its 10.2 were routes from `key3_ahead1`; finance2's, with WITHIN,
-        # at 31f40d3: 9.3 ns of 10.8 from `key3_ahead5` and `key3_ahead1` into `older4_state`). Each
-        # SELECT_CHUNK bits of the state, and the conditions, take a copy of their own of the flags the
-        # select lines come from (`older_one`'s and mine3r's), decided a stage early (wired below, once
-        # w0's ways are known) and moving with the registers they copy; each takes their priority after
-        # its copy. (With entries that go stale the older write's select lines are the same: whether it
-        # is live is picked beside the ways' flags.)
+        # two-cycle update: 7.8 ns of its 10.2 were routes from `key3_ahead1`). Each SELECT_CHUNK bits of
+        # the state, and the conditions, take a copy of their own of the flags the select lines come
+        # from (`older_one`'s and mine3r's), decided a stage early (wired below, once w0's ways are
+        # known) and moving with the registers they copy; each takes their priority after its copy.
         older_copies = []
-        if older_next is not None and sw > SELECT_CHUNK:
+        if older_next is not None and stale_free and sw > SELECT_CHUNK:
             for c in range(-(-sw // SELECT_CHUNK) + (1 if cw else 0)):
-                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - (1 if stale_free else 0))
+                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
 
@@ -839,8 +832,15 @@ class TablePartitioner(wiring.Component):
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
             older_conds = older_conditions() if cw else None
+            older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
+                if older_copies:
+                    for c in range(-(-sw // SELECT_CHUNK)):
+                        lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
+                        m.d.sync += older_state[lo:hi].eq(older_of(older_values, 0, lo, hi, older_copies[c]))
+                else:
+                    m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
                 if cw:
                     # and its conditions, each write's computed beside its own register and picked
                     # alike (picked first, the comparators would follow the picking): zero if none,
@@ -865,26 +865,24 @@ class TablePartitioner(wiring.Component):
             # path, 15.6 ns at 0a4cc39 from `mine3_ahead2` through the pick and a carry chain into
             # `older4_cond`. They were once computed once to save carry cells, while finance2's
             # conditions multiplied prices by constants; its scaled registers multiply nothing now.)
+            # (The older write's select lines are not copied per SELECT_CHUNK bits here, as they are
+            # without anything stale. Tried at 69aed97, with whether the write one ahead hit or had a
+            # way to take copied and its `keep` register beside each copy: finance2 at seed 2, 83.9 MHz
+            # against 92.6 without, its path then w0's conditions into `cond5`, and router1 slower on
+            # every seed tried.)
             older_state = Signal(sw, name="older4_state")
+            older_state_next = older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
+            with m.If(self.en):
+                m.d.sync += older_state.eq(older_state_next)
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
             if cw:  # w0's conditions the caller's, the older write's picked at stage 3
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                value = older_of(older_conditions(), Const(0, cw), copy=older_copies[-1] if older_copies else None)
+                value = older_of(older_conditions(), Const(0, cw))
                 with m.If(self.en):
                     m.d.sync += older_cond.eq(value)
                 cond_newest, cond_base, cond_words = w0_cond, Const(0, cw), [older_cond] + cond4
-        # the older write's state (zero if none), a copy of its select lines per SELECT_CHUNK bits if any
-        older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
-        with m.If(self.en):
-            if older_copies:
-                for c in range(-(-sw // SELECT_CHUNK)):
-                    lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
-                    m.d.sync += older_state[lo:hi].eq(older_of(older_values, 0, lo, hi, older_copies[c]))
-            else:
-                m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
-
         def picked(selects, lo, hi):
             """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks')."""
             part = base[lo:hi]
@@ -972,14 +970,9 @@ class TablePartitioner(wiring.Component):
             # (mine3r's flags, not their priority: the priority's gates are taken beside each copy,
             # after it, so the one net into the copies across the die comes from two gates, not a
             # chain of them: finance0's critical path at 9e13792 was the priority, 7.8 ns)
-            # (Where entries go stale, a key that misses takes a way only for a state worth keeping:
-            # `keep`, known at the end of the update. The copies take whether the key hit and whether it
-            # has a way to take, known as its stage begins, and w0's `keep` register completes the flag
-            # beside each copy, so the update does not end in routes to every copy across the die.)
             one_next, *mine_next = older_next
-            wrote = [Cat(*target).any()] if stale_free else [hit, Cat(*alloc).any()]
             for copy in older_copies:
-                m.d.comb += copy.d.eq(Cat(*(one_next & w for w in wrote), *mine_next))
+                m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *mine_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
