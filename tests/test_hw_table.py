@@ -644,29 +644,6 @@ def test_a_table_whose_update_takes_two_cycles_equals_the_model(ways, entries, d
     drive(dut, keys, update, stall, seed, platform)
 
 
-@pytest.mark.parametrize("ways, entries, depth, stall, seed, window", [
-    (4, 64, 4, 0.3, 41, 3), (1, 256, 16, 0.2, 42, 8), (2, 64, 4, 0.4, 43, 1), (4, 256, 64, 0.1, 44, 0)])
-def test_a_two_cycle_table_of_a_wide_state_that_expires_equals_the_model(ways, entries, depth, stall, seed, window):
-    # WITHIN with the two-cycle update and a 150-bit state (finance2's kind of table; the lookup's
-    # picks copied per 64 bits): hot keys and one bucket's keys back to back, times that mostly rise,
-    # so that keys find their own older writes live and stale.
-    rng = random.Random(seed)
-    keys = [rng.choice([rng.randrange(300), rng.randrange(4), 7]) for _ in range(400)]
-    times, t = [], 50
-    for _ in keys:
-        t = max(0, t + rng.choice([0, 0, 1, 1, 2, 5, -2]))
-        times.append(t)
-
-    def update(key, state):  # (every bit of the state moving)
-        return 0 if rng.random() < 0.2 else (state * 3 + key + 1) % (1 << 150) | 1
-
-    dut = TablePartitioner(entries, 9, 150, ways=ways, expiry_width=12, window=window, bank_depth=depth,
-                           early_key=2, en_ahead=True, relay=True, lag=True)
-    assert {f"{Replica.PREFIX}pick{c}" for c in range(3)} <= submodule_names(dut)
-    seen, _ = drive(dut, keys, update, stall, seed, times=times)
-    assert len(seen) == len(keys)
-
-
 @pytest.mark.parametrize("ways, stall", [(4, 0.0), (2, 0.0), (1, 0.0), (4, 0.3)])
 def test_a_two_cycle_table_sees_past_a_write_that_kept_nothing(ways, stall):
     # WITHIN, the two-cycle update, a 150-bit state: a key writes its state, looks it up again late
