@@ -25,7 +25,7 @@ from ..errors import ToolError
 from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width, record_measures_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
 from ..hw.partition.table import FORWARD, STAMP_BITS
-from ..hw.top import OUTPUT_FIFO_DEPTH, STALL_MARGIN, Top, partitioner_depth, table_partitioner, within_expiry
+from ..hw.top import OUTPUT_FIFO_DEPTH, Top, partitioner_depth, stall_margin, table_partitioner, within_expiry
 from ..plan import DesignPlan, PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
 
@@ -504,7 +504,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "record_width": top.record_width,
         "measures_width": record_measures_width(design),
         "fifo_depth": OUTPUT_FIFO_DEPTH,
-        "stall_margin": STALL_MARGIN + (1 if lag else 0),  # (cepc.hw.top: `room`)
+        "stall_margin": stall_margin(top.update_cycles),  # (cepc.hw.top: `room`)
         "lag": lag,
         "depth": depth,
         "pipelined": top.pipelined,

@@ -54,6 +54,12 @@ OUTPUT_FIFO_DEPTH = 16
 STALL_MARGIN = 5
 
 
+def stall_margin(update_cycles: int) -> int:
+    """The writes still in flight when the FIFOs' levels are seen (`room` keeps that many slots
+    free): :data:`STALL_MARGIN`, and the two-cycle update's second record register."""
+    return STALL_MARGIN + (1 if update_cycles == 2 else 0)
+
+
 PARTITIONERS = ("table", "pipeline")
 
 
@@ -516,7 +522,7 @@ class Top(wiring.Component):
         # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank
         # of block RAM), so it lags the fill levels by two cycles: keep room for the writes in flight.
         # (lag: a record stage more, one write more in flight)
-        room = Cat(*(level <= OUTPUT_FIFO_DEPTH - STALL_MARGIN - lag for level in levels)).all()
+        room = Cat(*(level <= OUTPUT_FIFO_DEPTH - stall_margin(self.update_cycles) for level in levels)).all()
         m.d.sync += [en_next.eq(room), en.eq(en_next)]
         m.d.comb += slot.eq(Cat(*slots).all())
         if lag:  # (the tuple taken into stage 2 now, and the one there, which moves on to stage 3)
