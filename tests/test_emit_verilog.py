@@ -130,19 +130,14 @@ def test_the_update_cycles_option(tmp_path, capsys):
         code = main(["compile", str(ROOT / "examples" / query), "-o", str(tmp_path / out), *args])
         return code, capsys.readouterr().err
 
-    for query, args, cycles in [("mshape/mshape.sql", [], 2), ("mshape/mshape.sql", ["--update-cycles", "1"], 1),
-                                ("marathon/marathon.sql", [], 1), ("marathon/marathon.sql", ["--update-cycles", "2"], 2)]:
-        code, err = compile_(query, *args)
-        side = json.loads((tmp_path / "t.json").read_text())
-        assert code == 0 and side["options"].get("update_cycles", 1) == cycles, (query, args)
-        # (the two-cycle update: a cycle more in the table, and a second record register)
-        assert side["latency_cycles"] == 9 + 2 * cycles and ("two-cycle update" in err) == (cycles == 2)
-    for query, args, cycles in [("mshape/mshape.sql", [], 2), ("marathon/marathon.sql", [], 1),
-                                ("marathon/marathon.sql", ["--update-cycles", "2"], 2)]:
-        code, err = compile_(query, *args, out="t.vhd")
-        side = json.loads((tmp_path / "t.json").read_text())
-        assert code == 0 and side["options"].get("update_cycles", 1) == cycles, (query, args)
-        assert side["latency_cycles"] == 9 + 2 * cycles and ("two-cycle update" in err) == (cycles == 2)
+    for out in ("t.v", "t.vhd"):
+        for query, args, cycles in [("mshape/mshape.sql", [], 2), ("mshape/mshape.sql", ["--update-cycles", "1"], 1),
+                                    ("marathon/marathon.sql", [], 1), ("marathon/marathon.sql", ["--update-cycles", "2"], 2)]:
+            code, err = compile_(query, *args, out=out)
+            side = json.loads((tmp_path / "t.json").read_text())
+            assert code == 0 and side["options"].get("update_cycles", 1) == cycles, (out, query, args)
+            # (the two-cycle update: a cycle more in the table, and a second record register)
+            assert side["latency_cycles"] == 9 + 2 * cycles and ("two-cycle update" in err) == (cycles == 2)
     for out in ("t.v", "t.vhd"):
         code, err = compile_("mshape/mshape.sql", "--partitioner", "pipeline", "--update-cycles", "2", out=out)
         assert code == 1, err
