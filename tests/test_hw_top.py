@@ -320,27 +320,3 @@ def test_the_latency_of_a_design_without_partition_by_ignores_the_update_cycles(
     result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=4, idle=30,
                             partitioner="table", update_cycles=2)
     assert result.first_record_cycle - 1 == latency(design, 4, "table", 2)
-
-
-def fragment_names(fragment: Fragment, prefix: str = "") -> set[str]:
-    """Every submodule's dotted name in an elaborated ``fragment``'s hierarchy."""
-    names = set()
-    for sub, name, _ in fragment.subfragments:
-        names.add(prefix + name)
-        names |= fragment_names(sub, prefix + name + ".")
-    return names
-
-
-@pytest.mark.parametrize("update_cycles, platform, copies", [(2, None, 10), (1, None, 0), (2, hwsim.Ice40(), 0)])
-def test_a_wide_core_chooses_once_per_chunk_from_copies_on_a_large_die(update_cycles, platform, copies):
-    # finance0's 627-bit state with the two-cycle update: its core's choices (which candidate each
-    # state keeps) are made per 64 bits of the state, from copies of the conditions and the state
-    # vector the table registers (a register each); not with the one-cycle update (the core looks a
-    # tuple ahead), nor on the UP5K (short of logic cells). The examples' two-cycle test checks the
-    # results; this checks the copies are there.
-    design = lower(check(parse_file(ROOT / "examples/finance/finance0/finance0.sql")))
-    assert design.queries[0].state_width == 627  # (10 chunks of 64 bits)
-    top = Top(design, bus_width=64, partitions=64, partitioner="table", update_cycles=update_cycles)
-    names = fragment_names(Fragment.get(hwsim.OnPlatform(top, platform), None))
-    chosen = {n.rsplit(".", 1)[-1] for n in names if n.rsplit(".", 1)[-1].startswith("replica_choice")}
-    assert chosen == {f"replica_choice{c}" for c in range(copies)}

@@ -440,20 +440,10 @@ class PartialMatchCore(wiring.Component):
 
     With ``given_cond`` alone the core takes ``cond`` and looks nowhere ahead: the table's two-cycle
     update computes the conditions of every state it may pick, its newest write's among them.
-
-    With ``chunk`` (and ``given_cond``) the choices (which candidate each state keeps) are made once
-    per ``chunk`` bits of ``next`` from copies of ``cond`` and of the state vector, given on
-    ``copies`` (:meth:`copies_width` bits; the table registers them beside its own), and each chunk of
-    the registers is picked by its own: a choice is a few gates from ``cond``, and one made once fanned
-    out to every bit of a state's registers across the die (finance0's critical path at fe4a1bc:
-    ``cond`` through two gates into the synchronous reset of the table's newest write, 6.4 ns of its
-    8.0 routes). The state vector, the match and its registers are the first copy's: ``state`` and
-    ``cond``.
     """
 
     def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, lookahead: bool = False,
-                 carried_terms: bool = False, given_cond: bool = False, update_inputs: TupleInputs | None = None,
-                 chunk: int | None = None):
+                 carried_terms: bool = False, given_cond: bool = False, update_inputs: TupleInputs | None = None):
         if not query.tracks_matches:
             raise ValueError(f"query {query.name} keeps no partial-match registers; use NfaCore")
         self._q = query
@@ -481,27 +471,12 @@ class PartialMatchCore(wiring.Component):
         self.update_inputs = update_inputs
         if update_inputs is not None:
             ports["inputs"] = In(update_inputs.width * (query.nfa.n_states + 1))
-        # ``chunk``: copies of ``cond`` and the state vector, one per ``chunk`` bits of ``next``
-        self.chunk = chunk if chunk and self.given_cond and not self.lookahead else None
-        if self.chunk:
-            ports["copies"] = In(self.copies_width)
         if self.lookahead:
             width = self.conditions.width
             ports.update({"next_tuple": In(tuple_layout), "next_cond": Out(width)})
             if self.carried_terms:
                 ports["next_terms"] = In(self.tuple_terms.width)
         super().__init__(ports)
-
-    @property
-    def n_copies(self) -> int:
-        """How many copies of ``cond`` and the state vector ``copies`` takes: one per ``chunk`` bits of
-        ``next`` (none without ``chunk``)."""
-        return -(-self._q.payload_width // self.chunk) if self.chunk else 0
-
-    @property
-    def copies_width(self) -> int:
-        """The width of ``copies``: each copy is ``cond`` then the state vector (LSB first)."""
-        return self.n_copies * (self.conditions.width + self._q.nfa.n_states)
 
     def elaborate(self, platform):
         m = Module()
@@ -523,7 +498,7 @@ class PartialMatchCore(wiring.Component):
             cond = Signal(max(conds.width, 1), name="cond")
             m.d.comb += cond.eq(conds.of(self.state, self.tuple, known))
 
-        def holds(cond: Value, s: int, p: int | None) -> Value:
+        def holds(s: int, p: int | None) -> Value:
             """q = s's predicate, against p's partial match (None: no partial match yet)."""
             idx = nfa.pred[s]
             if idx is None:
@@ -541,17 +516,6 @@ class PartialMatchCore(wiring.Component):
             sig = Signal(len(value), name=ident(name))
             m.d.comb += sig.eq(value)
             return sig
-
-        fits: dict[tuple[int | None, int], Signal] = {}
-
-        def fitted(c: int | None, r: int) -> Signal:
-            """candidate(c, r) at its register's shape, as a signal (its chunks are sliced from it)."""
-            if (c, r) not in fits:
-                reg = regs[r]
-                fits[(c, r)] = sig = Signal(Shape(reg.width, reg.signed),
-                                            name=ident(f"{reg.name}_{'new' if c is None else nfa.labels[c]}"))
-                m.d.comb += sig.eq(candidate(c, r))
-            return fits[(c, r)]
 
         def pick(wins: list[Value], values: list[Value], width: int) -> Value:
             out = Const(0, width)
@@ -581,53 +545,25 @@ class PartialMatchCore(wiring.Component):
                 candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c))
             return candidates[(c, r)]
 
-        def choices(cond: Value, active: list[Value], suffix: str = "") -> list[tuple]:
-            """Per state, from ``cond`` and the state vector ``active``: whether a new partial match
-            may begin there, whether one extends into it, the wins of its sources' candidates and of
-            a new one, and the candidates dropped as full."""
-            out = []
-            for s in range(n):
-                fresh = holds(cond, s, None) if nfa.start[s] else Const(0)
-                sources = list(nfa.predecessors[s])
-                valid, full_ = [], []
-                for p in sources:
-                    extend = cond[conds.extend[p]] if p in conds.extend else Const(1)
-                    full = cond[conds.full[p]] if p in conds.full else Const(0)
-                    v = active[p] & holds(cond, s, p) & extend
-                    full_.append(v & full)
-                    valid.append(v & ~full)
-                wins = _first_best(valid, lambda i, j, sources=sources: cond[conds.before[(sources[i], sources[j])]])
-                took = _any(valid)
-                fresh_wins = fresh & ~took if not q.latest else fresh
-                if q.latest and valid:  # a new partial match is the latest of all
-                    wins = [w & ~fresh for w in wins]
-                wins = [wire(w, f"{nfa.labels[s]}_from_{nfa.labels[p]}{suffix}") for w, p in zip(wins, sources)]
-                fresh_wins = wire(fresh_wins, f"{nfa.labels[s]}_fresh{suffix}")
-                out.append((fresh, took, wins, fresh_wins, full_))
-            return out
-
-        chosen = choices(cond, active)
-        # (``chunk``: the choices again from each copy, for its chunk of ``next``)
-        step = conds.width + n
-        copies = [choices(self.copies[c * step:c * step + conds.width],
-                          [self.copies[c * step + conds.width + s] for s in range(n)], f"_{c}")
-                  for c in range(self.n_copies)]
-
-        def chunks(lo: int, width: int):
-            """The chunks of ``next``'s bits [lo, lo + width): (from, to) within them, and the chunk."""
-            a = 0
-            while a < width:
-                c = (lo + a) // self.chunk
-                b = min(width, (c + 1) * self.chunk - lo)
-                yield a, b, c
-                a = b
-
         vector, new, overflow = [], [], []
         chosen_by: list[list[tuple[int | None, Value]]] = []  # per state: (candidate, picked)
         for s in range(n):
-            fresh, took, wins, fresh_wins, full_ = chosen[s]
+            fresh = holds(s, None) if nfa.start[s] else Const(0)
             sources = list(nfa.predecessors[s])
-            overflow += full_
+            valid = []
+            for p in sources:
+                extend = cond[conds.extend[p]] if p in conds.extend else Const(1)
+                full = cond[conds.full[p]] if p in conds.full else Const(0)
+                v = active[p] & holds(s, p) & extend
+                overflow.append(v & full)
+                valid.append(v & ~full)
+            wins = _first_best(valid, lambda i, j, sources=sources: cond[conds.before[(sources[i], sources[j])]])
+            took = _any(valid)
+            fresh_wins = fresh & ~took if not q.latest else fresh
+            if q.latest and valid:  # a new partial match is the latest of all
+                wins = [w & ~fresh for w in wins]
+            wins = [wire(w, f"{nfa.labels[s]}_from_{nfa.labels[p]}") for w, p in zip(wins, sources)]
+            fresh_wins = wire(fresh_wins, f"{nfa.labels[s]}_fresh")
             on = Signal(name=ident(f"{nfa.labels[s]}_on"))
             m.d.comb += on.eq(fresh | took)
             vector.append(on)
@@ -635,18 +571,12 @@ class PartialMatchCore(wiring.Component):
             regs_s = []
             for r, reg in enumerate(regs):
                 value = Signal(Shape(reg.width, reg.signed), name=ident(f"{nfa.labels[s]}_{reg.name}"))
-                if sources and copies:
-                    # each chunk picked by its own copy of the choice (the candidates at their width)
-                    for a, b, c in chunks(n + s * per_state + offsets[r], reg.width):
-                        _, _, wins_c, fresh_c, _ = copies[c][s]
-                        part = pick(wins_c, [fitted(p, r)[a:b] for p in sources], b - a)
-                        m.d.comb += value[a:b].eq(Mux(fresh_c, fitted(None, r)[a:b], part))
-                elif sources:
+                if sources:
                     # every candidate's update is computed beside the predicates, and the winner's is
                     # picked: the adders and comparators of the update are off the path through the
                     # choice (pick, then update, would chain them)
-                    picked = pick(wins, [candidate(p, r) for p in sources], reg.width)[:reg.width]
-                    extended = picked.as_signed() if reg.signed else picked
+                    chosen = pick(wins, [candidate(p, r) for p in sources], reg.width)[:reg.width]
+                    extended = chosen.as_signed() if reg.signed else chosen
                     m.d.comb += value.eq(Mux(fresh_wins, candidate(None, r), extended))
                 else:  # only ever fresh (no edge into it): nothing to extend
                     m.d.comb += value.eq(candidate(None, r))

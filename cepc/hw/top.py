@@ -43,7 +43,6 @@ from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padde
 from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleInputs, TupleTerms
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
-from .partition.table import SELECT_CHUNK
 from .replica import Replica, small_die
 
 OUTPUT_FIFO_DEPTH = 16
@@ -103,8 +102,7 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, window=window, early_key=2,
-                            en_ahead=True, relay=core is not None, lag=lag,
-                            choice_copies=core.n_copies if core is not None else 0, **lookahead)
+                            en_ahead=True, relay=core is not None, lag=lag, **lookahead)
 
 
 def update_cycles_for(design: DesignPlan, partitioner: str, asked: str | int = "auto") -> int:
@@ -360,13 +358,9 @@ class Top(wiring.Component):
                 # terms, one per state they extend, registered from the stage before: TupleInputs)
                 inputs = TupleInputs.for_updates(q, self.tuple_layout, line is not None) \
                     if lag and q.key_fields and not small_die(platform) else None
-                # (lag, on a large die: its choices made once per SELECT_CHUNK bits of a wide state,
-                # from copies of the conditions and the state vector the table registers: `chunk`)
-                chunk = SELECT_CHUNK if lag and q.key_fields and not small_die(platform) \
-                    and q.state_width > SELECT_CHUNK else None
                 core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead and not lag,
                                         given_cond=bool(q.key_fields) and looks_ahead, carried_terms=line is not None,
-                                        update_inputs=inputs, chunk=chunk)
+                                        update_inputs=inputs)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if inputs is not None:
                     tuple4 = Signal(self.tuple_layout, name=f"{qname}_tuple4")
@@ -409,8 +403,6 @@ class Top(wiring.Component):
                                      part.cond_in.eq(inputs.pack(tuple1, line.o_ahead3 if line else None))]
                     if part.cond_width:
                         m.d.comb += core.cond.eq(part.out_cond)
-                        if part.choice_copies:
-                            m.d.comb += core.copies.eq(part.out_copies)
                         if not lag:
                             m.d.comb += part.next_cond.eq(core.next_cond)
                     if lag:

@@ -187,7 +187,7 @@ class TablePartitioner(wiring.Component):
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
                  window: int | None = None, early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
-                 cond_in_width: int = 1, relay: bool = False, lag: bool = False, choice_copies: int = 0):
+                 cond_in_width: int = 1, relay: bool = False, lag: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -259,14 +259,6 @@ class TablePartitioner(wiring.Component):
                 raise ValueError("the two-cycle update needs the key two enabled cycles ahead (early_key)")
             signature["adjacent"] = wiring.Out(1)
             signature["hold"] = wiring.In(1)
-        # ``choice_copies`` (with ``lag`` and conditions): ``out_copies`` gives that many copies of
-        # ``out_cond`` and of the state vector (``out_state``'s low ``vector_width`` bits), each
-        # ``out_cond`` then the vector, registered beside them (on a large die each a register of its
-        # own): a partial-match core's choices, a few gates from them, are made once per chunk of the
-        # state it updates (PartialMatchCore's ``chunk``), not once fanned out to all of it
-        self.choice_copies = choice_copies if lag and self.cond_width else 0
-        if self.choice_copies:
-            signature["out_copies"] = wiring.Out(self.choice_copies * (self.cond_width + self._vw))
         if self.cond_width:
             signature["out_cond"] = wiring.Out(cond_width)
             # what the conditions read of the tuple at stage 1 (TupleInputs), registered here
@@ -931,18 +923,7 @@ class TablePartitioner(wiring.Component):
             used = [staged(u, f"used5_way{w}") for w, u in enumerate(used)]
             own = [staged(o, f"own5_way{w}") for w, o in enumerate(own)]
             live = [staged(lv, f"live5_way{w}") for w, lv in enumerate(live)]
-            chosen = Cat(cond_out, state_out[:vw])
             state_out, cond_out = staged(state_out, "state5"), staged(cond_out, "cond5")
-            if self.choice_copies:  # (copies of cond5 and state5's vector: see `choice_copies`)
-                copied = []
-                for c in range(self.choice_copies):
-                    if copies:
-                        copy = m.submodules[f"{Replica.PREFIX}choice{c}"] = Replica(cw + vw)
-                        m.d.comb += [copy.d.eq(chosen), copy.en.eq(self.en)]
-                        copied.append(copy.q)
-                    else:  # (the UP5K: the registers themselves)
-                        copied.append(Cat(cond_out, state_out[:vw]))
-                m.d.comb += self.out_copies.eq(Cat(*copied))
             # (the write's stamp: the epoch of its lookup)
             stamp = staged(epoch, "epoch5") if epoch is not None else None
             vw_, kw_, iw_ = v5, k5, i5
