@@ -8,6 +8,11 @@ pipeline partitioner). Writes bench/results/synth.json and synth.md and exits
 1 if any target is missed or any design does not fit.
 
     python bench/synth.py [--boards ulx3s-85f,icebreaker] [--examples marathon,network,mshape] [--seeds 1,2]
+    python bench/synth.py --hdl both ...   # the VHDL back end beside Amaranth's: synth-hdl.json and .md
+
+With ``--hdl vhdl`` or ``both`` the design is (also) built from the VHDL back end, synthesised by
+GHDL (`cepc synth --hdl vhdl`), and the results go to synth-hdl.json and synth-hdl.md, with each
+example's VHDL figures as ratios of its Verilog ones where both were run.
 
 nextpnr's placement varies with its seed by 10–20 % on these designs, so one seed is a poor
 comparison: with several, a row gives the best seed's figures and lists every seed's Fmax.
@@ -37,23 +42,25 @@ TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (t
 
 
 def run_one(example: str, board: str, seed: int, build: Path, partitions: int | None = None,
-            router: str = "auto", placer: str = "auto") -> dict:
+            router: str = "auto", placer: str = "auto", hdl: str = "verilog") -> dict:
     checked = check(parse_file(ROOT / EXAMPLES[example]))
-    opts = flow.SynthOptions(board=board, out_dir=build / board / example, seed=seed, allow_timing_fail=True,
-                             pack=False, partitions=partitions, router=router, placer=placer)
+    opts = flow.SynthOptions(board=board, out_dir=build / board / (example if hdl == "verilog" else f"{example}-{hdl}"),
+                             seed=seed, allow_timing_fail=True, pack=False, partitions=partitions, router=router,
+                             placer=placer, hdl=hdl)
     t0 = time.perf_counter()
     steps = []
     try:
         result = flow.synthesize(checked, opts, lambda s: steps.append(s))
     except CepcError as e:
-        return {"example": example, "board": board, "error": str(e), "target_mhz": TARGETS_MHZ[board],
+        return {"example": example, "board": board, "hdl": hdl, "error": str(e), "target_mhz": TARGETS_MHZ[board],
                 "met": False, "seconds": round(time.perf_counter() - t0, 1)}
     s = result.summary
     res = s["resources"]
     clock = s["clocks"][0]  # the design's (the host link's has a clock of its own)
     link = next((c for c in s["clocks"][1:] if "link_clk" in c["name"]), None)
     return {
-        "example": example, "board": board, "device": s["device"], "partitioner": s["options"]["partitioner"],
+        "example": example, "board": board, "hdl": hdl, "device": s["device"],
+        "partitioner": s["options"]["partitioner"],
         "partitions": s["options"]["partitions"],
         "lut": res["lut"]["used"], "lut_available": res["lut"]["available"], "lut_percent": res["lut"]["percent"],
         "ff": res["ff"]["used"], "bram": res["bram"]["used"], "bram_available": res["bram"]["available"],
@@ -72,11 +79,11 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
 
 
 def run_seeds(example: str, board: str, seeds: list[int], build: Path, partitions: int | None = None,
-              router: str = "auto", placer: str = "auto") -> dict:
+              router: str = "auto", placer: str = "auto", hdl: str = "verilog") -> dict:
     """The best of ``seeds`` (by Fmax), with every seed's Fmax in ``fmax_by_seed`` and its critical
     path in ``critical_path_by_seed`` (a design that misses on most seeds often misses on several
     paths, one per seed)."""
-    runs = [dict(run_one(example, board, seed, build, partitions, router, placer), seed=seed) for seed in seeds]
+    runs = [dict(run_one(example, board, seed, build, partitions, router, placer, hdl), seed=seed) for seed in seeds]
     best = max(runs, key=lambda r: r.get("fmax_mhz", -1.0))
     best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}  # (None: the seed failed)
     if len(runs) > 1:
@@ -130,6 +137,48 @@ def markdown(rows: list[dict], seed: int | str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def hdl_markdown(rows: list[dict], seed: int | str) -> str:
+    """The VHDL back end's rows beside the Verilog ones of the same example and board: ratios."""
+    lines = [
+        "# Synthesis of the VHDL back end",
+        "",
+        f"`python bench/synth.py --hdl both` (cepc {__version__}): each example built from Amaranth's design "
+        f"(Verilog) and from the VHDL back end's (`cepc synth --hdl vhdl`: GHDL synthesises the VHDL into a "
+        f"Verilog netlist, and Yosys maps that as it maps the Amaranth design's RTLIL), inside the same host "
+        f"link, with the same partitioner and size, router and placer options, at nextpnr seed {seed} (the best "
+        f"of several, where they are listed). Ratios: VHDL / Verilog.",
+        "",
+        "| example | board | partitions | LUT Verilog | LUT VHDL | ratio | FF Verilog | FF VHDL | ratio "
+        "| BRAM Verilog | BRAM VHDL | Fmax Verilog | Fmax VHDL | ratio |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    pairs = {}
+    for r in rows:
+        pairs.setdefault((r["example"], r["board"]), {})[r["hdl"]] = r
+
+    def ratio(a, b):
+        return f"{b / a:.2f}×" if a and b is not None else ""
+
+    for (example, board), by in pairs.items():
+        v, h = by.get("verilog", {}), by.get("vhdl", {})
+        if "error" in h or "error" in v:
+            errors = "; ".join(f"{k}: {r['error']}" for k, r in by.items() if "error" in r)
+            lines.append(f"| {example} | {board} | {v.get('partitions', '')} | {v.get('lut', '')} | | | | | | | | "
+                         f"{v.get('fmax_mhz', '')} | **{errors}** | |")
+            continue
+        lines.append(
+            f"| {example} | {board} | {h.get('partitions', v.get('partitions', ''))} "
+            f"| {v.get('lut', 0):,} | {h.get('lut', 0):,} | {ratio(v.get('lut'), h.get('lut'))} "
+            f"| {v.get('ff', 0):,} | {h.get('ff', 0):,} | {ratio(v.get('ff'), h.get('ff'))} "
+            f"| {v.get('bram', '')} | {h.get('bram', '')} "
+            f"| {v.get('fmax_mhz', 0):.1f} | {h.get('fmax_mhz', 0):.1f} | {ratio(v.get('fmax_mhz'), h.get('fmax_mhz'))} |")
+    lines += ["", "Critical paths (nextpnr):", ""]
+    for r in rows:
+        if r.get("critical_path"):
+            lines.append(f"* {r['example']} on {r['board']}, {r['hdl']}: {r['critical_path']}")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--boards", default=",".join(TARGETS_MHZ))
@@ -141,22 +190,30 @@ def main() -> int:
                    help="nextpnr's router, as cepc synth --router (default: auto)")
     p.add_argument("--placer", choices=flow.PLACER_CHOICES, default="auto",
                    help="nextpnr's placer, as cepc synth --placer (default: auto)")
+    p.add_argument("--hdl", choices=["verilog", "vhdl", "both"], default="verilog",
+                   help="the design from Amaranth (verilog), the VHDL back end (vhdl) or each in turn (both); "
+                        "vhdl and both write synth-hdl.json and .md (default: verilog)")
     p.add_argument("--build", default=str(ROOT / "build" / "bench-synth"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
     seeds = [int(x) for x in args.seeds.split(",")]
+    hdls = ["verilog", "vhdl"] if args.hdl == "both" else [args.hdl]
     rows = []
     for board in args.boards.split(","):
         for example in args.examples.split(","):
-            print(f"== {example} on {board}", file=sys.stderr, flush=True)
-            row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router, args.placer)
-            print(json.dumps(row), file=sys.stderr, flush=True)
-            rows.append(row)
+            for hdl in hdls:
+                print(f"== {example} on {board} ({hdl})", file=sys.stderr, flush=True)
+                row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router, args.placer,
+                                hdl)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                rows.append(row)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "synth.json").write_text(json.dumps({"cepc_version": __version__, "seeds": seeds, "results": rows},
-                                               indent=2) + "\n")
-    (out / "synth.md").write_text(markdown(rows, args.seeds))
+    name = "synth" if args.hdl == "verilog" else "synth-hdl"
+    (out / f"{name}.json").write_text(json.dumps({"cepc_version": __version__, "seeds": seeds, "results": rows},
+                                                 indent=2) + "\n")
+    (out / f"{name}.md").write_text(markdown(rows, args.seeds) if args.hdl == "verilog"
+                                    else hdl_markdown(rows, args.seeds))
     missed = [r for r in rows if not r["met"]]
     for r in missed:
         why = r.get("error") or f"Fmax {r['fmax_mhz']:.1f} MHz < {r['target_mhz']:g} MHz"

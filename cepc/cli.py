@@ -210,7 +210,8 @@ def cmd_synth(args) -> int:
                              baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
                              evict_after=args.evict_after,
                              max_length=args.max_match_length, seed=args.seed, router=args.router, placer=args.placer,
-                             allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles)
+                             allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles,
+                             hdl=args.hdl)
     t0 = time.perf_counter()
     with console.status(f"synthesising {args.query} for {args.board}") as status:
         def progress(step):
@@ -442,6 +443,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
     c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto", help="as for compile (default: auto)")
+    c.add_argument("--hdl", choices=["verilog", "vhdl"], default="verilog",
+                   help="the design's source: Amaranth's (verilog), or the VHDL back end's, synthesised by "
+                        "GHDL before Yosys maps it (vhdl); the host link is Amaranth's either way "
+                        "(default: verilog)")
     c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")
     c.add_argument("--router", choices=ROUTER_CHOICES, default="auto",
                    help="nextpnr's router; auto: on ECP5 router2, then router1 if router2 congests (router1 "

@@ -424,6 +424,8 @@ class LinkSimulation:
     runs at ``50 MHz / divisor``. ``counts`` holds the bytes the bench moved
     each way once the block has ended. ``held``: records and spills cross as
     on an iCE40 (HostLink's ``held``); by default as on an ECP5, in registers.
+    ``hdl="vhdl"``: the design inside the link is the VHDL back end's, as GHDL synthesises it for
+    ``cepc synth --hdl vhdl`` (its Verilog netlist, built with the link's).
     """
 
     CLOCK_HZ = 100_000_000
@@ -432,26 +434,30 @@ class LinkSimulation:
 
     def __init__(self, checked: Checked, *, partitions: int = 8, divisor: int = 4, buffer_bytes: int = 512,
                  buffer_frames: int = 4, corrupt_in_every: int = 0, corrupt_out_every: int = 0,
-                 build_root: Path | None = None, max_seconds: float = 600, held: bool = False):
+                 build_root: Path | None = None, max_seconds: float = 600, held: bool = False,
+                 hdl: str = "verilog"):
         self.checked = checked
         self.held = held
+        self.hdl = hdl
         self.partitions, self.divisor = partitions, divisor
         self.buffer_bytes, self.buffer_frames = buffer_bytes, buffer_frames
         self.corrupt = (corrupt_in_every, corrupt_out_every)
         self.build_root = build_root or Path("build") / "sim"
         self.max_seconds = max_seconds
         self.counts: dict | None = None
+        self.sources: list[Path] = []  # what Verilator builds: the link's Verilog (and the VHDL's netlist)
         self._thread = None
 
     def _build(self) -> tuple[Path, object]:
         from .emit.verilog import _flat_verilog
         from .nfa.lower import lower
         from .synth.flow import link_design
+        from .synth.vhdl import MODULE
 
         h = hashlib.sha256()
         h.update(self.checked.source.text.encode())
         h.update(json.dumps([__version__, "link", self.partitions, self.divisor, self.buffer_bytes,
-                             self.buffer_frames, self.held]).encode())
+                             self.buffer_frames, self.held, self.hdl]).encode())
         for f in ("cepc_link_bench.py",):
             h.update((BENCH_DIR / f).read_bytes())
         h.update(_compiler_digest())
@@ -459,10 +465,11 @@ class LinkSimulation:
         # one simulation at a time per build directory (its pty, stop and done files are shared)
         self._lock = lock_build(work)
         source = work / f"{self.TOP}.v"
-        if not source.exists():
+        self.sources = sources = [source] + ([work / f"{MODULE}.v"] if self.hdl == "vhdl" else [])
+        if not all(s.exists() for s in sources):
             ld = link_design(lower(self.checked), partitions=self.partitions, clock_hz=self.CLOCK_HZ,
                              link_hz=self.LINK_HZ, baud=self.LINK_HZ // self.divisor, buffer_bytes=self.buffer_bytes,
-                             buffer_frames=self.buffer_frames, held=self.held)
+                             buffer_frames=self.buffer_frames, held=self.held, hdl=self.hdl, netlist_dir=work)
             source.write_text(_flat_verilog(ld.link, self.TOP))
         _verilator_env()
         from cocotb_tools.runner import get_runner
@@ -470,7 +477,7 @@ class LinkSimulation:
         runner = get_runner("verilator")
         log = work / "build.log"
         try:
-            runner.build(sources=[source], hdl_toplevel=self.TOP, build_dir=work / "obj",
+            runner.build(sources=sources, hdl_toplevel=self.TOP, build_dir=work / "obj",
                          build_args=["-Wno-fatal", "--x-assign", "0", "--x-initial", "0"], log_file=log)
         except (SystemExit, Exception):
             tail = log.read_text()[-3000:] if log.exists() else ""

@@ -305,3 +305,33 @@ def test_ghdl_simulation_refuses_a_dfa_before_building(tmp_path, capsys):
     message = capsys.readouterr().err
     assert "--automaton dfa is Verilog-only" in message and "--hdl verilog" in message
     assert not out.exists()
+
+
+@needs_ghdl
+@pytest.mark.parametrize("query", HARDWARE_EXAMPLES + [AWKWARD], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_ghdls_netlist_declares_every_name_once(query, tmp_path):
+    # `cepc synth --hdl vhdl` builds from GHDL's Verilog netlist (cepc.synth.vhdl). GHDL 2.0 names an
+    # instance's port net <label>_<port> even where the VHDL has a signal of that name (the top's count of
+    # malformed packets was `framer_malformed`, beside the framer's `malformed` port): the netlist then
+    # declares it twice, which Verilator refuses and Yosys merges. Every example, table and pipeline.
+    from cepc.hw.top import Top
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse_file
+    from cepc.nfa.lower import lower
+    from cepc.synth.vhdl import declared_twice, netlist
+
+    design = lower(check(parse_file(query)))
+    for i, (partitioner, partitions) in enumerate([("table", 256), ("pipeline", 3)]):
+        top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner)
+        path = netlist(design, top, tmp_path / str(i), {})
+        text = path.read_text()
+        assert re.search(r"^module cepc_vhdl$", text, re.M) and "endmodule" in text
+        assert declared_twice(text) == {}
+
+
+def test_a_name_declared_twice_in_a_netlist_is_found():
+    from cepc.synth.vhdl import declared_twice
+
+    text = ("module a\n  (input clk);\n  wire x;\n  reg [3:0] y;\nendmodule\n\n"
+            "module b\n  (input clk);\n  reg [47:0] m;\n  wire n;\n  wire [47:0] m;\nendmodule\n")
+    assert declared_twice(text) == {"b": ["m"]}

@@ -37,13 +37,21 @@ def run(query: Path, port: str, out: Path, *extra: str) -> int:
                  *RUN, *extra])
 
 
-# held: records cross to the link where the design's FIFOs hold them, as on an iCE40
-@pytest.mark.parametrize("example,held", [("marathon/marathon.sql", False), ("network/network.sql", False),
-                                          ("network/network.sql", True)])
-def test_run_streams_the_example_through_the_board(example, held, tmp_path, capsys):
+# held: records cross to the link where the design's FIFOs hold them, as on an iCE40; vhdl: the
+# design is the VHDL back end's as `cepc synth --hdl vhdl` builds it (GHDL's netlist of it)
+@pytest.mark.parametrize("example,held,hdl", [("marathon/marathon.sql", False, "verilog"),
+                                              ("network/network.sql", False, "verilog"),
+                                              ("network/network.sql", True, "verilog"),
+                                              ("network/network.sql", False, "vhdl")])
+def test_run_streams_the_example_through_the_board(example, held, hdl, tmp_path, capsys):
     query = ROOT / "examples" / example
-    with LinkSimulation(check(parse_file(query)), build_root=BUILD, held=held) as port:
+    sim = LinkSimulation(check(parse_file(query)), build_root=BUILD, held=held, hdl=hdl)
+    with sim as port:
         assert run(query, port, tmp_path / "out.csv", "--compare", str(query.parent / "expected.csv")) == 0
+    # the vhdl case's design is GHDL's netlist, which the link instantiates in place of Amaranth's top
+    instantiated = re.search(r"^\s*cepc_vhdl\s+\S+\s*\(", sim.sources[0].read_text(), re.M) is not None
+    assert instantiated == (hdl == "vhdl")
+    assert [p.name for p in sim.sources[1:]] == (["cepc_vhdl.v"] if hdl == "vhdl" else [])
     assert read(tmp_path / "out.csv") == read(query.parent / "expected.csv")
     err = capsys.readouterr().err
     assert "identical to" in err

@@ -427,7 +427,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "tuple_width", "pred_width",
         "seq_width", "key_width", "query_width", "record_bits", "depth", "fifo_depth", "stall_margin", "queries",
         "out_valid", "out_data", "out_read", "levels", "tuples_in_count", "matches_out_count", "dropped_count",
-        "evicted_count", "record_array", "level_array", "m_valid", "decoded", "framer_malformed",
+        "evicted_count", "record_array", "level_array", "m_valid", "decoded", "malformed_count",
         # labels
         "framer", "decoder", "payload", "spill", "reads", "tuple_stage", "predicate_stage", "seq_stage", "spill_stage",
         "stall_bucket", "payload5",

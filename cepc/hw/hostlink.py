@@ -573,6 +573,10 @@ class HostLink(wiring.Component):
         for name, cdc in (("feed", feed), ("records", records), ("spills", spills), ("counters", counters)):
             outer.submodules[name] = ResetInserter(resets)(cdc)
         outer.submodules.link = DomainRenamer("link")(ResetInserter(rst_link.q)(m))
-        outer.submodules.design = ResetInserter(rst_design.q)(top)
+        if "rst" in top.signature.members:  # a netlist made elsewhere (cepc.hw.netlist): its reset is a port
+            outer.d.comb += top.rst.eq(rst_design.q)
+            outer.submodules.design = top
+        else:
+            outer.submodules.design = ResetInserter(rst_design.q)(top)
         return outer
 

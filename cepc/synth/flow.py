@@ -79,6 +79,7 @@ class SynthOptions:
     router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
     placer: str = "auto"  # nextpnr's placer: auto (see placer_for()), heap or static
     update_cycles: str = "auto"  # a key's update: 1 or 2 cycles (cepc.hw.top.update_cycles_for)
+    hdl: str = "verilog"  # the design from Amaranth (verilog) or from the VHDL back end through GHDL (vhdl)
     allow_timing_fail: bool = False
     pack: bool = True
 
@@ -92,6 +93,7 @@ class LinkDesign:
     link: object  # HostLink
     sidecar: dict
     design_id: int
+    netlist: Path | None = None  # hdl="vhdl": GHDL's Verilog netlist of the design, which the link instantiates
 
 
 ROUTER_CHOICES = ("auto", "router1", "router2")
@@ -176,10 +178,11 @@ def no_collisions_script() -> str:
 def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
                 ways: int | None = None, link_hz: float | None = None, held: bool | None = None,
-                update_cycles: int = 1) -> LinkDesign:
+                update_cycles: int = 1, hdl: str = "verilog", netlist_dir: Path | None = None) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
     the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
-    ``held``: as HostLink's (default: from the platform it is built for)."""
+    ``held``: as HostLink's (default: from the platform it is built for). ``hdl="vhdl"``: the design is
+    the VHDL back end's, as GHDL synthesises it into ``netlist_dir`` (:mod:`cepc.synth.vhdl`)."""
     link_hz = clock_hz if link_hz is None else link_hz
     from ..emit.verilog import sidecar
     from ..hw.hostlink import HostLink
@@ -199,14 +202,24 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
     side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
                                  **(options or {})})
     did = protocol.design_id(side)
+    inner, netlist = top, None
+    if hdl == "vhdl":
+        from ..hw.netlist import NetlistTop
+        from .vhdl import MODULE
+        from .vhdl import netlist as vhdl_netlist
+
+        netlist = vhdl_netlist(design, top, Path(netlist_dir or "."), side["options"])
+        inner = NetlistTop(top, MODULE)
+    elif hdl != "verilog":
+        raise UsageError(f"the board's design is built from verilog or vhdl, not {hdl!r}")
     try:
-        link = HostLink(top, clock_hz=int(round(clock_hz)), link_hz=int(round(link_hz)), baud=baud, divisor=div,
+        link = HostLink(inner, clock_hz=int(round(clock_hz)), link_hz=int(round(link_hz)), baud=baud, divisor=div,
                         buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=did, held=held)
     except ValueError as e:
         raise UsageError(str(e)) from None
     side["host_link"] = {"protocol_version": protocol.VERSION, "design_id": did, "clock_hz": int(round(clock_hz)),
                          "link_clock_hz": int(round(link_hz)), "baud": baud, "divisor": div, "buffer_bytes": buffer_bytes, "buffer_frames": buffer_frames}
-    return LinkDesign(design, top, link, side, did)
+    return LinkDesign(design, top, link, side, did, netlist)
 
 
 @dataclass
@@ -411,6 +424,8 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     except ValueError as e:
         raise UsageError(str(e)) from None
     progress(sizing.describe(choice, device, design))
+    if opts.hdl == "vhdl" and fam == "ice40":
+        progress("note: " + vhdl_fifos_in_logic(design))
     try:
         return _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
     except FitError as e:
@@ -444,8 +459,10 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     if opts.max_length:
         options["max_match_length"] = opts.max_length
     cycles = update_cycles_for(design, choice.partitioner, opts.update_cycles)
+    if opts.hdl == "vhdl":
+        progress("ghdl: synthesising the VHDL")
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
-                     update_cycles=cycles,
+                     update_cycles=cycles, hdl=opts.hdl, netlist_dir=out,
                      clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
                      buffer_bytes=plat_cls.cepc_buffer_bytes,
                      buffer_frames=plat_cls.cepc_buffer_frames, evict_after=opts.evict_after, options=options)
@@ -464,6 +481,8 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     # LUTs off the long paths (network's table: a compare through seven LUTs on the HX's timing)
     extra = {"synth_opts": f"-dffe_min_ce_use {ICE40_MIN_CE_USE} -device {ice40_timing(platform.device)}"} \
         if fam == "ice40" else {}
+    if ld.netlist is not None:  # read by Yosys beside the board top's RTLIL
+        platform.add_file(ld.netlist.name, ld.netlist.read_text())
     plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
                             script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*\n"
                                               + no_collisions_script(),
@@ -513,6 +532,8 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     except ToolError as e:
         fit = placement_error((out / "nextpnr.stdout.log").read_text(errors="replace"), platform.device,
                               partitions, opts.seed)
+        if fit and opts.hdl == "vhdl" and fam == "ice40":
+            fit = FitError(f"{fit}; {vhdl_fifos_in_logic(design)}", bel=fit.bel, detail=fit.detail)
         if fit:
             raise fit from None
         raise e
@@ -587,6 +608,17 @@ BEL_NAMES = {"TRELLIS_COMB": "LUTs", "TRELLIS_SLICE": "slices", "TRELLIS_FF": "f
              "MULT18X18D": "multipliers", "ICESTORM_DSP": "DSPs", "TRELLIS_IO": "I/O pins", "SB_IO": "I/O pins"}
 
 
+def vhdl_fifos_in_logic(design) -> str:
+    """Why the VHDL back end's design is larger on an iCE40: its output FIFOs are LUT RAM."""
+    from ..hw.layouts import record_layout
+    from ..hw.top import OUTPUT_FIFO_DEPTH
+
+    # (hdl_templates/top.vhd.j2: a FIFO of RECORD_BITS per query, one of TUPLE_WIDTH)
+    bits = OUTPUT_FIFO_DEPTH * (len(design.queries) * record_layout(design).size + design.tuple.nbytes * 8)
+    return (f"the VHDL back end's output FIFOs are LUT RAM, which the iCE40 does not have, so their {bits:,} bits "
+            f"are flip-flops and multiplexers here; --hdl verilog puts them in block RAM")
+
+
 def placement_error(log: str, device: str, partitions: int, seed: int) -> FitError | None:
     """The error for a nextpnr log that stopped because the design does not fit ``device``, or fits on
     paper but could not be placed with ``seed`` (None if it stopped for another reason)."""
@@ -639,7 +671,7 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
         "cepc_version": __version__,
         "query": str(checked.source.name),
         **parsed.to_json(),
-        "options": {"partitioner": ld.top.partitioner, "partitions": partitions, "bus_width": 8,
+        "options": {"hdl": opts.hdl, "partitioner": ld.top.partitioner, "partitions": partitions, "bus_width": 8,
                     "target_mhz": opts.freq_mhz or None,
                     "clock_mhz": round(pll.output_hz / 1e6, 3), "link_clock_mhz": round(pll.link_hz / 1e6, 3),
                     "baud": baud, "baud_divisor": ld.link.divisor,

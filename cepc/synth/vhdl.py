@@ -1,0 +1,68 @@
+"""The VHDL back end as a netlist: ``cepc synth --hdl vhdl`` and the host link's simulation of it.
+
+Yosys reads no VHDL of its own (YoWASP's build has no GHDL plugin), so GHDL
+synthesises the VHDL that ``cepc compile --hdl vhdl`` writes (``ghdl --synth
+--out=verilog``: its netlist, with the RAMs it finds as memories) into Verilog,
+which Yosys then maps for the device like the Amaranth design's RTLIL; the board
+top instantiates it (:class:`cepc.hw.netlist.NetlistTop`).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import subprocess
+from pathlib import Path
+
+from .. import tools
+from ..errors import ToolError, UsageError
+
+# the netlist's top module (its entities are this name plus a part: cepc_vhdl_framer, ...), apart
+# from every name Amaranth gives the board top's modules
+MODULE = "cepc_vhdl"
+
+
+def netlist(design, top, out: Path, options: dict, module: str = MODULE) -> Path:
+    """Write ``top``'s VHDL to ``out``/``module``.vhd and GHDL's Verilog netlist of it to ``module``.v
+    (GHDL's messages in ``module``.ghdl.log); returns the netlist's path. UsageError for a design the
+    VHDL back end does not build, ToolError if GHDL fails."""
+    from ..emit import vhdl
+
+    try:
+        text = vhdl.render(design, top, module, options)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    source, target, log = out / f"{module}.vhd", out / f"{module}.v", out / f"{module}.ghdl.log"
+    source.write_text(text)
+    cmd = [tools.ghdl(), "--synth", *tools.GHDL_STD, "--out=verilog", source.name, "-e", module]
+    with open(target, "w") as fh, open(log, "w") as err:
+        done = subprocess.run(cmd, cwd=out, stdout=fh, stderr=err)
+    if done.returncode != 0:
+        raise ToolError(f"GHDL could not synthesise the VHDL (exit status {done.returncode}); its log is {log}",
+                        cmd, "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
+    clashes = declared_twice(target.read_text())
+    if clashes:
+        # GHDL 2.0 names a flattened instance's port net <label>_<port>, even where the VHDL declares
+        # a signal of that name (the templates avoid it: test_emit_vhdl); Verilator refuses such a
+        # netlist and Yosys would merge the two nets
+        where = "; ".join(f"{', '.join(names)} in module {mod}" for mod, names in clashes.items())
+        raise ToolError(f"GHDL's netlist of the VHDL declares a name twice ({where}): a clash of names in the "
+                        f"VHDL that cepc wrote; use --hdl verilog", cmd)
+    return target
+
+
+_MODULE = re.compile(r"^module (\w+)", re.M)
+_DECLARATION = re.compile(r"^\s*(?:reg|wire)\s*(?:\[[^\]]*\])?\s*(\w+)", re.M)
+
+
+def declared_twice(verilog: str) -> dict[str, list[str]]:
+    """The nets (``reg``/``wire``) declared more than once in a module of GHDL's Verilog, by module."""
+    found = {}
+    starts = [(m.start(), m.group(1)) for m in _MODULE.finditer(verilog)] + [(len(verilog), "")]
+    for (start, module), (end, _) in zip(starts, starts[1:]):
+        counts = collections.Counter(_DECLARATION.findall(verilog, start, end))
+        twice = sorted(name for name, n in counts.items() if n > 1)
+        if twice:
+            found[module] = twice
+    return found
