@@ -73,7 +73,7 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
         "tuples_per_second_at_fmax": s["tuples_per_second_at_fmax"],
         "tuples_per_second_uart": s["tuples_per_second_uart"],
         "critical_path": s["critical_paths"][0]["summary"] if s["critical_paths"] else None,
-        "router": s["router"], "placer": s["placer"],
+        "router": s["router"], "tmg_ripup": s.get("tmg_ripup"), "placer": s["placer"],
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

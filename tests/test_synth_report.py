@@ -193,7 +193,7 @@ with open("calls.txt", "a") as fh:
 if "--fail" in args:
     sys.exit(1)
 with open(args[args.index("--log") + 1], "w") as out:
-    if router == "router2":
+    if router == "router2" and ("--tmg-ripup" in args or "--congested" in args):
         for line in open(FIXTURE):
             out.write(line)
             out.flush()
@@ -206,15 +206,17 @@ with open(args[args.index("--log") + 1], "w") as out:
 """
 
 
-def fake_nextpnr(tmp_path: Path, *extra: str) -> list[str]:
+def fake_nextpnr(tmp_path: Path, *extra: str, router2: str = "ecp5_router2_congested.log") -> list[str]:
+    """router2 replays the log ``router2`` (with --tmg-ripup; without, only if ``--congested`` is given),
+    then runs on; otherwise the stand-in routes."""
     script = tmp_path / "fake_nextpnr.py"
-    script.write_text(FAKE_NEXTPNR.replace("FIXTURE", repr(str(FIXTURES / "ecp5_router2_congested.log"))))
+    script.write_text(FAKE_NEXTPNR.replace("FIXTURE", repr(str(FIXTURES / router2))))
     return [sys.executable, str(script), "--log", "nextpnr.log", *extra]
 
 
 def test_a_design_router2_cannot_route_is_routed_by_router1(tmp_path):
     seen = []
-    log, router = flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, ["router2", "router1"],
+    log, router, ripup = flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, ["router2", "router1"],
                                        lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"),
                                        seen.append)
     assert router == "router1"
@@ -226,6 +228,54 @@ def test_a_design_router2_cannot_route_is_routed_by_router1(tmp_path):
            "again with router1" in seen
     assert "nextpnr: routing with router1, 1,200 arcs queued" in seen
     assert seen[-1] == "nextpnr: done"
+
+
+def test_a_timing_driven_ripup_that_stalls_on_a_legal_route_is_told_from_the_log():
+    # the VHDL of marathon on the ECP5-85F (71 MHz of 150), router2 with --tmg-ripup: arcs failing timing
+    # fewest at iteration 5 (1,179), no wire overused from iteration 80, and nextpnr 0.11 would go on
+    # for ever (500 iterations and more, at about 1,250)
+    w = flow.RouteWatch("LFE5U-85F", 1, 65536, Path("nextpnr.log"))
+    seen = []
+    with pytest.raises(flow.RipupStalled, match="1,277 arcs fail timing at iteration 80, the fewest 1,179 at "
+                                                "iteration 5"):
+        for line in (FIXTURES / "ecp5_router2_ripup_stalled.log").read_text().splitlines():
+            w.line(line, seen.append)
+    assert (w.iteration, w.overused, w.fewest_failing_iteration) == (80, 0, 5) and not w.diverged
+    assert seen[-2] == "nextpnr: routing, iteration 79: 12 wires overused, 1,242 arcs failing timing"
+    # no overused wire, but not yet PATIENCE iterations past the fewest failing: routing goes on
+    w = flow.RouteWatch()
+    for it, failing in enumerate([900, 700, 650] + [660] * (flow.RouteWatch.PATIENCE - 1), start=1):
+        w.line(f"Info:     iter={it} wires=80000 overused=0 overuse=0 tmgfail={failing} archfail=NA")
+    assert not w.ripup_stalled
+    with pytest.raises(flow.RipupStalled):
+        w.line(f"Info:     iter={3 + flow.RouteWatch.PATIENCE} wires=80000 overused=0 overuse=0 tmgfail=660 archfail=NA")
+    # routed without the ripup, router2's failing arcs are never taken for a stall
+    w = flow.RouteWatch()
+    w.ripup = False
+    for it in range(1, 3 * flow.RouteWatch.PATIENCE):
+        w.line(f"Info:     iter={it} wires=80000 overused=0 overuse=0 tmgfail=660 archfail=NA")
+    assert not w.ripup_stalled
+
+
+def test_a_stalled_timing_driven_ripup_is_routed_again_without_it(tmp_path):
+    seen = []
+    log, router, ripup = flow.place_and_route(
+        fake_nextpnr(tmp_path, router2="ecp5_router2_ripup_stalled.log"), tmp_path, ["router2", "router1"],
+        lambda: flow.RouteWatch("LFE5U-85F", 1, 65536, tmp_path / "nextpnr.log"), seen.append)
+    assert (router, ripup) == ("router2", False)
+    assert (tmp_path / "calls.txt").read_text().split() == ["router2+tmg-ripup", "router2"]
+    assert "tmgfail=1277" in (tmp_path / flow.RIPUP_LOG).read_text()  # the stalled run's log, kept
+    assert "iter=" not in (tmp_path / "nextpnr.log").read_text()  # the second run's
+    assert ("nextpnr: router2's timing-driven ripup has stopped improving (1,277 arcs fail timing at iteration 80, "
+            "the fewest 1,179 at iteration 5); placing and routing again without it") in seen
+    assert seen[-1] == "nextpnr: done"
+    # a later run whose router2 congests goes on to router1, as ever, and leaves no stalled log behind
+    (tmp_path / "calls.txt").unlink()
+    log, router, ripup = flow.place_and_route(
+        fake_nextpnr(tmp_path, "--congested"), tmp_path, ["router2", "router1"],
+        lambda: flow.RouteWatch("LFE5U-85F", 1, 65536, tmp_path / "nextpnr.log"), seen.append)
+    assert (router, ripup) == ("router1", False)
+    assert not (tmp_path / flow.RIPUP_LOG).exists()  # (an earlier run's, cleared)
 
 
 def test_router1_progress_is_read_from_its_table():
@@ -309,7 +359,7 @@ def test_a_router_the_user_names_is_the_only_one_tried(tmp_path):
     assert (tmp_path / "calls.txt").read_text().split() == ["router2+tmg-ripup"]
     (tmp_path / "calls.txt").unlink()
     (tmp_path / flow.ROUTER2_LOG).write_text("router2 congested, in an earlier --router auto run\n")
-    log, router = flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, flow.routers("ecp5", "router1"),
+    log, router, ripup = flow.place_and_route(fake_nextpnr(tmp_path), tmp_path, flow.routers("ecp5", "router1"),
                                        lambda: flow.RouteWatch("LFE5U-85F", 1, 2048, tmp_path / "nextpnr.log"))
     assert router == "router1" and (tmp_path / "calls.txt").read_text().split() == ["router1"]
     assert not (tmp_path / flow.ROUTER2_LOG).exists()  # this run tried no router2: no log of one is left

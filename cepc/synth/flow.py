@@ -142,14 +142,15 @@ def routers(family: str, choice: str = "auto", placer: str = "heap") -> list[str
     return ["router1"] if placer == "static" else ["router2", "router1"]
 
 
-def router_options(router: str | None) -> list[str]:
+def router_options(router: str | None, ripup: bool = True) -> list[str]:
     """nextpnr's options for ``router`` (None: its default, no option). router2 routes timing-driven
-    with ripup (``--tmg-ripup``): it rips up and reroutes the arcs that fail timing, not only those
-    that overlap. network on the ECP5-85F, the same netlist (7de6682), seeds 1–3: 115.0 / 134.5 /
-    135.1 MHz without, 146.3 / 151.1 / 149.5 with (seeds 4 and 5: 148.1, 144.5; bench/results/synth.md)."""
+    with ripup (``--tmg-ripup``; ``ripup`` False: without): it rips up and reroutes the arcs that fail
+    timing, not only those that overlap. network on the ECP5-85F, the same netlist (7de6682), seeds
+    1–3: 115.0 / 134.5 / 135.1 MHz without, 146.3 / 151.1 / 149.5 with (seeds 4 and 5: 148.1, 144.5;
+    bench/results/synth.md)."""
     if router is None:
         return []
-    return ["--router", router] + (["--tmg-ripup"] if router == "router2" else [])
+    return ["--router", router] + (["--tmg-ripup"] if router == "router2" and ripup else [])
 
 
 # iCE40 (synth_ice40 -dffe_min_ce_use): flip-flops with an enable shared by fewer than this use LUT logic
@@ -291,7 +292,7 @@ _NEXTPNR_PHASES = [
 ]
 
 
-_ROUTER2_ITER = re.compile(r"^Info:\s+iter=(\d+)\s+wires=\d+\s+overused=(\d+)")
+_ROUTER2_ITER = re.compile(r"^Info:\s+iter=(\d+)\s+wires=\d+\s+overused=(\d+)(?:\s+overuse=\d+\s+tmgfail=(\d+))?")
 # router1's progress table: iterations | routed, ripped-up arcs | ... | arcs still queued | times
 _ROUTER1_ROW = re.compile(r"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+\d+\s+\d+ \|\s+(\d+)\|")
 
@@ -306,7 +307,14 @@ class RouteWatch:
     low above a few wires): then
     :meth:`line` raises FitError (through ``_run``, which stops nextpnr; :func:`place_and_route`
     then tries router1). router1 (the iCE40's, and the ECP5's second) logs a table instead, whose
-    arcs still queued are shown and never taken for congestion."""
+    arcs still queued are shown and never taken for congestion.
+
+    With ``--tmg-ripup`` router2 also rips up the arcs that fail timing (``tmgfail``), and nextpnr 0.11
+    goes on doing so, once routing is legal, for as long as any fails: on a design far from its clock it
+    never ends (the VHDL of marathon on the ECP5-85F, 71 MHz of 150: about 1,250 arcs failing from
+    iteration 5 to 500 and on, its fewest 1,179 at iteration 5, no wire overused from iteration 80).
+    When no wire is overused and no iteration for PATIENCE has set a new low of arcs failing timing,
+    :meth:`line` raises :class:`RipupStalled` (:func:`place_and_route` then routes again without it)."""
 
     PATIENCE = 25
     FLOOR = 500
@@ -315,11 +323,20 @@ class RouteWatch:
         self._device, self._seed, self._partitions, self._log = device, seed, partitions, log
         self.iteration = self.overused = 0
         self.best = self.best_iteration = None
+        self.ripup = True  # router2 rips up for timing (--tmg-ripup): whether a stall of it is looked for
+        self.failing = None  # arcs failing timing (router2 with --tmg-ripup), the fewest, and when
+        self.fewest_failing = self.fewest_failing_iteration = None
 
     @property
     def diverged(self) -> bool:
         return (self.best is not None and self.iteration - self.best_iteration >= self.PATIENCE
                 and self.overused >= self.FLOOR)
+
+    @property
+    def ripup_stalled(self) -> bool:
+        return (self.ripup and self.overused == 0 and bool(self.failing)
+                and self.fewest_failing_iteration is not None
+                and self.iteration - self.fewest_failing_iteration >= self.PATIENCE)
 
     def line(self, text: str, progress: Progress = lambda s: None) -> None:
         m = _ROUTER2_ITER.match(text)
@@ -330,7 +347,15 @@ class RouteWatch:
         self.iteration, self.overused = int(m.group(1)), int(m.group(2))
         if self.best is None or self.overused < self.best:
             self.best, self.best_iteration = self.overused, self.iteration
-        progress(f"nextpnr: routing, iteration {self.iteration}: {self.overused:,} wires overused")
+        if m.group(3) is not None:
+            self.failing = int(m.group(3))
+            if self.fewest_failing is None or self.failing < self.fewest_failing:
+                self.fewest_failing, self.fewest_failing_iteration = self.failing, self.iteration
+        failing = f", {self.failing:,} arcs failing timing" if self.failing else ""
+        progress(f"nextpnr: routing, iteration {self.iteration}: {self.overused:,} wires overused{failing}")
+        if self.ripup_stalled:
+            raise RipupStalled(f"{self.failing:,} arcs fail timing at iteration {self.iteration}, the fewest "
+                               f"{self.fewest_failing:,} at iteration {self.fewest_failing_iteration}")
         if self.diverged:
             raise FitError(
                 f"nextpnr could not route the design on {self._device} with --seed {self._seed}: it is "
@@ -340,22 +365,32 @@ class RouteWatch:
                 bel="routing", detail=f"{self.overused:,} wires overused, the fewest {self.best:,}")
 
 
+class RipupStalled(Exception):
+    """router2's timing-driven ripup has stopped improving on a legal routing (:class:`RouteWatch`)."""
+
+
 KEPT_LOG = "nextpnr-{}.log"  # a congested router's log, kept beside nextpnr.log
 ROUTER2_LOG = KEPT_LOG.format("router2")
+RIPUP_LOG = KEPT_LOG.format("router2-tmg-ripup")  # router2's, stopped where its timing-driven ripup stalled
 
 
 def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch: Callable[[], RouteWatch],
-                    progress: Progress = lambda s: None) -> tuple[str, str | None]:
+                    progress: Progress = lambda s: None) -> tuple[str, str | None, bool]:
     """nextpnr (``cmd``, logging to ``out``/nextpnr.log) with the first of ``routers`` (None: its
     default), and then the next while a router is found congested (:class:`RouteWatch`). On ECP5
     router2 goes first, router1 after it: router2 is many times faster, but on a design it cannot
     route its count of overused wires climbs; router1 rips up and reroutes arc by arc, slower and
     steadier (finance0 on the ECP5-85F at seed 1: router2 congested, router1 routed it at 69.2 MHz).
-    Its log is kept as ROUTER2_LOG. Returns nextpnr's output and the router that routed."""
-    for router in ROUTER_CHOICES[1:]:  # any router's kept log from an earlier run, whichever it tried
-        (out / KEPT_LOG.format(router)).unlink(missing_ok=True)
-    for i, router in enumerate(routers):
+    Its log is kept as ROUTER2_LOG. Where router2's timing-driven ripup stalls on a legal routing
+    (:class:`RipupStalled`), the same router places and routes again without it (its log kept as
+    RIPUP_LOG). Returns nextpnr's output, the router that routed and whether it ripped up for timing."""
+    for kept in [*ROUTER_CHOICES[1:], "router2-tmg-ripup"]:  # kept logs of an earlier run, whichever it tried
+        (out / KEPT_LOG.format(kept)).unlink(missing_ok=True)
+    attempts = [(router, True) for router in routers]
+    while attempts:
+        router, ripup = attempts.pop(0)
         w = watch()
+        w.ripup = ripup
 
         def on_line(line: str, w: RouteWatch = w) -> None:
             for prefix, phase in _NEXTPNR_PHASES:
@@ -363,15 +398,21 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
                     progress(f"nextpnr: {phase}")
             w.line(line, progress)
 
+        options = router_options(router, ripup)
         try:
-            return _run(cmd + router_options(router), out, out / "nextpnr.stdout.log", "nextpnr",
-                        on_line, watch=out / "nextpnr.log"), router
+            return (_run(cmd + options, out, out / "nextpnr.stdout.log", "nextpnr", on_line,
+                         watch=out / "nextpnr.log"), router, "--tmg-ripup" in options)
+        except RipupStalled as e:
+            (out / "nextpnr.log").replace(out / RIPUP_LOG)
+            progress(f"nextpnr: {router}'s timing-driven ripup has stopped improving ({e}); placing and routing "
+                     f"again without it")
+            attempts.insert(0, (router, False))
         except FitError as e:
-            if e.bel != "routing" or i == len(routers) - 1:
+            if e.bel != "routing" or not attempts:
                 raise
             (out / "nextpnr.log").replace(out / KEPT_LOG.format(router))
             progress(f"nextpnr: {router} is congested ({e.detail}); placing and routing again with "
-                     f"{routers[i + 1]}")
+                     f"{attempts[0][0]}")
     raise AssertionError("no router")  # unreachable: the loop returns or raises
 
 
@@ -526,7 +567,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
 
     progress("nextpnr: reading the netlist")
     try:
-        log, router = place_and_route(pnr, out, tried,
+        log, router, ripup = place_and_route(pnr, out, tried,
                                       lambda: RouteWatch(platform.device, opts.seed, partitions, out / "nextpnr.log"),
                                       progress)
     except ToolError as e:
@@ -552,6 +593,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
 
     summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
     summary["router"] = router or "router1"  # nextpnr-ice40's default
+    summary["tmg_ripup"] = ripup  # (router2's timing-driven ripup, unless it stalled)
     summary["placer"] = placer
     summary["placer_reason"] = why
     bitstream = None
