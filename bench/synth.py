@@ -163,8 +163,11 @@ def hdl_markdown(rows: list[dict], seed: int | str) -> str:
         v, h = by.get("verilog", {}), by.get("vhdl", {})
         if "error" in h or "error" in v:
             errors = "; ".join(f"{k}: {r['error']}" for k, r in by.items() if "error" in r)
-            lines.append(f"| {example} | {board} | {v.get('partitions', '')} | {v.get('lut', '')} | | | | | | | | "
-                         f"{v.get('fmax_mhz', '')} | **{errors}** | |")
+            lut = f"{v['lut']:,}" if "lut" in v else ""
+            ff = f"{v['ff']:,}" if "ff" in v else ""
+            fmax = f"{v['fmax_mhz']:.1f}" if "fmax_mhz" in v else ""
+            lines.append(f"| {example} | {board} | {v.get('partitions', '')} | {lut} | | | {ff} | | | {v.get('bram', '')} "
+                         f"| | {fmax} | **{errors}** | |")
             continue
         lines.append(
             f"| {example} | {board} | {h.get('partitions', v.get('partitions', ''))} "
