@@ -26,8 +26,8 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
 
     routers = []
 
-    def run_one(example, board, seed, build, partitions=None, router="auto", placer="heap"):
-        routers.append((router, placer))
+    def run_one(example, board, seed, build, partitions=None, router="auto", placer="heap", hdl="verilog"):
+        routers.append((router, placer, hdl))
         if seed == 1:
             return {"example": example, "board": board, "error": error, "target_mhz": 50.0, "met": False,
                     "seconds": 90.0}
@@ -35,7 +35,7 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
 
     monkeypatch.setattr(bench, "run_one", run_one)
     row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static")
-    assert routers == [("router1", "static")] * 2  # bench/synth.py --router and --placer, for every seed
+    assert routers == [("router1", "static", "verilog")] * 2  # bench/synth.py --router and --placer, every seed
     assert row["fmax_mhz"] == 40.11 and row["seed"] == 3 and row["seconds"] == 390.0
     assert row["fmax_by_seed"] == {"1": None, "3": 40.11} and row["errors_by_seed"] == {"1": error}
     assert "40.1 (seed 1: failed, seed 3: 40.1)" in bench.markdown([row], "1,3")
@@ -56,3 +56,20 @@ def test_a_row_routed_by_router1_on_ecp5_says_so():
     # and one placed by nextpnr's static placer (--placer static) says that too
     assert "| 78.3, router1, static placer |" in bench.markdown([dict(row, placer="static")], "1")
     assert "| 78.3, router1 |" in bench.markdown([dict(row, placer="heap")], "1")
+
+
+def test_the_vhdl_rows_are_ratios_of_the_verilog_ones():
+    # bench/synth.py --hdl both: each example's VHDL figures beside its Verilog ones (synth-hdl.md)
+    bench = load_bench()
+    verilog = {"example": "marathon", "board": "ulx3s-85f", "hdl": "verilog", "partitions": 65536, "lut": 2240,
+               "ff": 1823, "bram": 29, "fmax_mhz": 156.3, "critical_path": "6.40 ns"}
+    vhdl = dict(verilog, hdl="vhdl", lut=2873, ff=2755, bram=33, fmax_mhz=72.58, critical_path="13.78 ns")
+    text = bench.hdl_markdown([verilog, vhdl], 1)
+    assert ("| marathon | ulx3s-85f | 65536 | 2,240 | 2,873 | 1.28× | 1,823 | 2,755 | 1.51× | 29 | 33 "
+            "| 156.3 | 72.6 | 0.46× |") in text
+    assert "* marathon on ulx3s-85f, vhdl: 13.78 ns" in text
+    # a VHDL design that does not fit: its error, beside the Verilog's figures
+    failed = {"example": "network", "board": "icebreaker", "hdl": "vhdl", "error": "the design does not fit"}
+    text = bench.hdl_markdown([dict(verilog, example="network", board="icebreaker", lut=4755, ff=3238, bram=30,
+                                    fmax_mhz=48.14, partitions=256), failed], 1)
+    assert "| network | icebreaker | 256 | 4,755 | | | 3,238 | | | 30 | | 48.1 | **vhdl: the design does not fit** | |" in text
