@@ -130,11 +130,14 @@ def markdown(rows: list[dict], seed: int | str) -> str:
             f"| {r['ff']:,} | {r['bram']} | {r['carry']} | {fmax} | {r['target_mhz']:g} "
             f"| {'yes' if r['met'] else '**no**'} | {r['tuples_per_second_at_fmax'] / 1e6:.1f} M "
             f"| {r['tuples_per_second_uart']:,} | {link} | {r['seconds']} | {r.get('commit', '')} |")
-    lines += ["", "Critical paths (nextpnr):", ""]
-    for r in rows:
-        if r.get("critical_path"):
-            lines.append(f"* {r['example']} on {r['board']}: {r['critical_path']}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + critical_paths(rows)) + "\n"
+
+
+def critical_paths(rows: list[dict], hdl: bool = False) -> list[str]:
+    """The markdown list of the rows' critical paths (``hdl``: each labelled with the HDL it was built from)."""
+    return ["", "Critical paths (nextpnr):", ""] + [
+        f"* {r['example']} on {r['board']}{', ' + r['hdl'] if hdl else ''}: {r['critical_path']}"
+        for r in rows if r.get("critical_path")]
 
 
 def hdl_markdown(rows: list[dict], seed: int | str) -> str:
@@ -175,11 +178,7 @@ def hdl_markdown(rows: list[dict], seed: int | str) -> str:
             f"| {v.get('ff', 0):,} | {h.get('ff', 0):,} | {ratio(v.get('ff'), h.get('ff'))} "
             f"| {v.get('bram', '')} | {h.get('bram', '')} "
             f"| {v.get('fmax_mhz', 0):.1f} | {h.get('fmax_mhz', 0):.1f} | {ratio(v.get('fmax_mhz'), h.get('fmax_mhz'))} |")
-    lines += ["", "Critical paths (nextpnr):", ""]
-    for r in rows:
-        if r.get("critical_path"):
-            lines.append(f"* {r['example']} on {r['board']}, {r['hdl']}: {r['critical_path']}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + critical_paths(rows, hdl=True)) + "\n"
 
 
 def main() -> int:
