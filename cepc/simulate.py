@@ -54,6 +54,9 @@ class SimOptions:
     update_cycles: str = "auto"  # --update-cycles: auto, 1 or 2
     build_root: Path = field(default_factory=lambda: Path("build") / "sim")
     timing: bool = False  # record the cycles of packet ends and records (SimResult.timing)
+    # GHDL only: the VHDL with the device primitives `cepc synth --hdl vhdl` instantiates ("ecp5": the
+    # table's banks as DP16KDs), simulated with the behavioural model of them the file then holds
+    primitives: str | None = None
 
 
 @dataclass
@@ -76,7 +79,8 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     backend = tools.ghdl_backend() if opts.simulator == "ghdl" else os.environ.get("CEPC_VERILATOR_OPT_FAST", "")
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
-                         backend, opts.automaton, opts.dfa_encoding, opts.decoder, opts.update_cycles]).encode())
+                         backend, opts.automaton, opts.dfa_encoding, opts.decoder, opts.update_cycles,
+                         opts.primitives]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
     h.update(_compiler_digest())
     return h.hexdigest()[:16]
@@ -178,8 +182,18 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
     # the simulators' incremental builds (make, ghdl -m) have nothing to redo
     staged = work / "staged"
     staged.mkdir(exist_ok=True)
-    emit(design, top, staged / _source(opts, work).name, "vhdl" if opts.simulator == "ghdl" else "verilog", TOP,
-         options)
+    if opts.primitives and opts.simulator != "ghdl":
+        raise UsageError("device primitives are the VHDL's: simulate them with GHDL")
+    if opts.primitives:
+        from .emit import vhdl
+
+        try:
+            vhdl.emit(design, top, staged / _source(opts, work).name, TOP, options, opts.primitives, models=True)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        emit(design, top, staged / _source(opts, work).name, "vhdl" if opts.simulator == "ghdl" else "verilog", TOP,
+             options)
     for new in staged.iterdir():
         old = work / new.name
         if old.exists() and old.read_bytes() == new.read_bytes():

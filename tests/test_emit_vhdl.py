@@ -335,3 +335,55 @@ def test_a_name_declared_twice_in_a_netlist_is_found():
     text = ("module a\n  (input clk);\n  wire x;\n  reg [3:0] y;\nendmodule\n\n"
             "module b\n  (input clk);\n  reg [47:0] m;\n  wire n;\n  wire [47:0] m;\nendmodule\n")
     assert declared_twice(text) == {"b": ["m"]}
+
+
+@needs_ghdl
+@pytest.mark.parametrize("query, partitions, mode", [(MARATHON, 4096, 18), (MARATHON, 65536, 1),
+                                                     (ROOT / "examples" / "finance" / "finance0" / "finance0.sql", 256, 36)],
+                         ids=["marathon-4096", "marathon-direct", "finance0-256"])
+def test_on_ecp5_the_table_is_dp16kd_cells_read_through_their_output_registers(query, partitions, mode, tmp_path):
+    # `cepc synth --hdl vhdl` on an ECP5 board: GHDL keeps each DP16KD (a component without an entity)
+    # as a cell; as_cells drops the empty module GHDL writes for it and gives its string generics back
+    from cepc.hw.top import Top
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse_file
+    from cepc.nfa.lower import lower
+    from cepc.synth.vhdl import netlist
+
+    design = lower(check(parse_file(query)))
+    top = Top(design, bus_width=8, partitions=partitions, partitioner="table", update_cycles=2)
+    text = netlist(design, top, tmp_path, {}, primitives="ecp5").read_text()
+    assert "module DP16KD" not in text and "module cepc_vhdl" in text
+    cells = re.findall(r"^\s*DP16KD #\((.*?)\)\s*\n\s*\w+ \(", text, re.M | re.S)
+    ways, banks = (1, 4) if mode == 1 else (4, 1)
+    assert len(cells) >= ways * banks and len(cells) % (ways * banks) == 0
+    for params in cells:
+        assert f".DATA_WIDTH_B(32'b{mode:032b})" in params and '.REGMODE_B("OUTREG")' in params
+        assert f'.REGMODE_A("{"OUTREG" if mode == 36 else "NOREG"}")' in params and '.GSR("AUTO")' in params
+    # the generic VHDL infers the same memories instead (and the design file holds no model)
+    plain = vhdl.render(design, top, "cepc_top", {})
+    assert "DP16KD" not in plain
+    assert "entity DP16KD is" not in (tmp_path / "cepc_vhdl.vhd").read_text()
+    # with the model of the block RAM, for a simulator: analysed and elaborated without a warning
+    sim = tmp_path / "sim"
+    sim.mkdir()
+    (sim / "cepc_top.vhd").write_text(vhdl.render(design, top, "cepc_top", {}, "ecp5", models=True))
+    assert "entity DP16KD is" in (sim / "cepc_top.vhd").read_text()
+    for step in (["-a", *GHDL_STD, *GHDL_WARNINGS, "cepc_top.vhd"], ["-e", *GHDL_STD, *GHDL_WARNINGS, "cepc_top"]):
+        done = ghdl(*step, cwd=sim)
+        assert done.returncode == 0 and not [m for m in done.stderr.splitlines() if m and not m.startswith(" ")], \
+            done.stderr
+
+
+def test_as_cells_keeps_what_is_not_a_known_primitive():
+    from cepc.synth.vhdl import as_cells
+
+    stub = "module DP16KD\n  #(parameter\n    GSR)\n  (input CLKA,\n   output DOB0);\nendmodule\n\n"
+    other = "module other\n  #(parameter\n    P)\n  (input a);\nendmodule\n\n"
+    cell = ("  DP16KD #(\n    .DATA_WIDTH_A(32'b00000000000000000000000000100100),\n"
+            "    .GSR(32'b01000001010101010101010001001111))\n    ram (\n    .CLKA(clk));\n")
+    mine = "  other #(\n    .P(16'b0100000101000001))\n    u (\n    .a(x));\n"
+    text = as_cells(stub + other + "module top\n  (input clk);\n" + cell + mine + "endmodule\n")
+    assert "module DP16KD" not in text and "module other" in text
+    assert '.GSR("AUTO")' in text and ".DATA_WIDTH_A(32'b00000000000000000000000000100100)" in text
+    assert ".P(16'b0100000101000001)" in text  # not a primitive: as GHDL wrote it

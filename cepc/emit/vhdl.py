@@ -401,8 +401,16 @@ def unsupported(design: DesignPlan, decoder: bool = True) -> str | None:
     return None
 
 
-def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
-    """Everything the templates need, computed from the plan and the top's options."""
+# the device primitives the VHDL can instantiate, by family: ``render(primitives="ecp5")``
+PRIMITIVES = ("ecp5",)
+
+
+def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: str | None = None,
+            models: bool = False) -> dict:
+    """Everything the templates need, computed from the plan and the top's options (``render``
+    says what ``primitives`` and ``models`` do)."""
+    if primitives not in (None, *PRIMITIVES):
+        raise ValueError(f"the VHDL instantiates the primitives of {' or '.join(PRIMITIVES)}, not {primitives!r}")
     tup = design.tuple
     # the two-cycle update (Top.update_cycles 2: the table partitioner, a keyed design): each table's
     # lookup registered at a fifth stage, the hold of a tuple of the bucket of the one before it, and
@@ -488,10 +496,16 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
                        "width": f.width, "signed": f.signed, "kind": f.kind, "note": note.replace("\n", " ")})
 
     text_options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items())
+    uses = {kind: any(q["kind"] == kind for q in queries) for kind in ("pipeline", "table", "single")}
+    dp16kd = primitives == "ecp5" and uses["table"]
+    header = header_lines(design, top, text_options)
+    if dp16kd:
+        header.append("Block RAM: the ECP5's DP16KD, instantiated (read through its output register)"
+                      + ("; its behavioural model is in this file, for simulation only" if models else ""))
     return {
         "name": name,
         "entity": entity,
-        "header": header_lines(design, top, text_options),
+        "header": header,
         "bus_width": top.bus_width,
         "bus_bytes": top.bus_width // 8,
         "tuple_bits": tup.width,
@@ -516,7 +530,9 @@ def context(design: DesignPlan, top: Top, name: str, options: dict) -> dict:
         "needs_to_u1": _needs_to_u1([p["expr"] for p in predicates if p["expr"]]),
         "queries": queries,
         # the partitioner entities some query uses (the file holds only those)
-        "uses": {kind: any(q["kind"] == kind for q in queries) for kind in ("pipeline", "table", "single")},
+        "uses": uses,
+        # the table's banks as DP16KD instances, and the model of one beside them (simulation only)
+        "dp16kd": dp16kd, "dp16kd_model": dp16kd and models,
         "stamp_bits": STAMP_BITS, "table_forward": FORWARD,
         "stream": design.stream,
     }
@@ -549,20 +565,29 @@ def environment() -> jinja2.Environment:
                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
 
 
-def render(design: DesignPlan, top: Top, name: str, options: dict) -> str:
-    """The whole design as one VHDL-2008 file."""
+def render(design: DesignPlan, top: Top, name: str, options: dict, primitives: str | None = None,
+           models: bool = False) -> str:
+    """The whole design as one VHDL-2008 file.
+
+    ``primitives="ecp5"``: a table partitioner's banks are the ECP5's DP16KD block RAMs, instantiated
+    and read through their own output registers (cycle for cycle what the generic VHDL infers, which
+    Yosys maps without that register); for synthesis, where the component is the device's cell
+    (:mod:`cepc.synth.vhdl`). With ``models``, the file also holds a behavioural DP16KD, for a
+    simulator."""
     if not is_identifier(name):
         raise ValueError(f"--top must be a VHDL identifier, not {name!r}")
     problem = unsupported(design)
     if problem:
         raise ValueError(problem)
     top._MustUse__silence = True  # Amaranth never elaborates this Top: the VHDL comes from the plan
-    return environment().get_template("design.vhd.j2").render(context(design, top, name, options))
+    return environment().get_template("design.vhd.j2").render(context(design, top, name, options, primitives, models))
 
 
-def emit(design: DesignPlan, top: Top, output: Path, name: str, options: dict) -> Path:
-    """Write the VHDL to ``output`` and the sidecar (as for Verilog) beside it; returns the sidecar path."""
-    output.write_text(render(design, top, name, options))
+def emit(design: DesignPlan, top: Top, output: Path, name: str, options: dict, primitives: str | None = None,
+         models: bool = False) -> Path:
+    """Write the VHDL to ``output`` (``render``) and the sidecar (as for Verilog) beside it; returns the
+    sidecar path."""
+    output.write_text(render(design, top, name, options, primitives, models))
     side = output.with_suffix(".json")
     side.write_text(json.dumps(sidecar(design, top, options), indent=2) + "\n")
     return side

@@ -179,11 +179,13 @@ def no_collisions_script() -> str:
 def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_bytes: int, buffer_frames: int,
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
                 ways: int | None = None, link_hz: float | None = None, held: bool | None = None,
-                update_cycles: int = 1, hdl: str = "verilog", netlist_dir: Path | None = None) -> LinkDesign:
+                update_cycles: int = 1, hdl: str = "verilog", netlist_dir: Path | None = None,
+                primitives: str | None = None) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
     the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
     ``held``: as HostLink's (default: from the platform it is built for). ``hdl="vhdl"``: the design is
-    the VHDL back end's, as GHDL synthesises it into ``netlist_dir`` (:mod:`cepc.synth.vhdl`)."""
+    the VHDL back end's, as GHDL synthesises it into ``netlist_dir`` (:mod:`cepc.synth.vhdl`), with the
+    ``primitives`` of a device family instantiated (``"ecp5"``: the table's block RAM)."""
     link_hz = clock_hz if link_hz is None else link_hz
     from ..emit.verilog import sidecar
     from ..hw.hostlink import HostLink
@@ -209,7 +211,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
         from .vhdl import MODULE
         from .vhdl import netlist as vhdl_netlist
 
-        netlist = vhdl_netlist(design, top, Path(netlist_dir or "."), side["options"])
+        netlist = vhdl_netlist(design, top, Path(netlist_dir or "."), side["options"], primitives=primitives)
         inner = NetlistTop(top, MODULE)
     elif hdl != "verilog":
         raise UsageError(f"the board's design is built from verilog or vhdl, not {hdl!r}")
@@ -504,6 +506,8 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         progress("ghdl: synthesising the VHDL")
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
                      update_cycles=cycles, hdl=opts.hdl, netlist_dir=out,
+                     # the VHDL reads the ECP5's block RAM through its output register, as Amaranth's does
+                     primitives="ecp5" if fam == "ecp5" else None,
                      clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
                      buffer_bytes=plat_cls.cepc_buffer_bytes,
                      buffer_frames=plat_cls.cepc_buffer_frames, evict_after=opts.evict_after, options=options)

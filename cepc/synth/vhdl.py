@@ -5,6 +5,11 @@ synthesises the VHDL that ``cepc compile --hdl vhdl`` writes (``ghdl --synth
 --out=verilog``: its netlist, with the RAMs it finds as memories) into Verilog,
 which Yosys then maps for the device like the Amaranth design's RTLIL; the board
 top instantiates it (:class:`cepc.hw.netlist.NetlistTop`).
+
+On an ECP5 board the VHDL instantiates the device's block RAM (a table's banks as
+DP16KDs read through their output registers, which Yosys' inference leaves
+unused): GHDL keeps each instance of a component without an entity as a cell,
+and :func:`as_cells` makes its netlist say so in the terms Yosys and nextpnr read.
 """
 
 from __future__ import annotations
@@ -22,14 +27,15 @@ from ..errors import ToolError, UsageError
 MODULE = "cepc_vhdl"
 
 
-def netlist(design, top, out: Path, options: dict, module: str = MODULE) -> Path:
+def netlist(design, top, out: Path, options: dict, module: str = MODULE, primitives: str | None = None) -> Path:
     """Write ``top``'s VHDL to ``out``/``module``.vhd and GHDL's Verilog netlist of it to ``module``.v
-    (GHDL's messages in ``module``.ghdl.log); returns the netlist's path. UsageError for a design the
-    VHDL back end does not build, ToolError if GHDL fails."""
+    (GHDL's messages in ``module``.ghdl.log); returns the netlist's path. ``primitives``: the device
+    family whose primitives the VHDL instantiates (:func:`cepc.emit.vhdl.render`), kept as cells.
+    UsageError for a design the VHDL back end does not build, ToolError if GHDL fails."""
     from ..emit import vhdl
 
     try:
-        text = vhdl.render(design, top, module, options)
+        text = vhdl.render(design, top, module, options, primitives)
     except ValueError as e:
         raise UsageError(str(e)) from None
     out.mkdir(parents=True, exist_ok=True)
@@ -41,6 +47,7 @@ def netlist(design, top, out: Path, options: dict, module: str = MODULE) -> Path
     if done.returncode != 0:
         raise ToolError(f"GHDL could not synthesise the VHDL (exit status {done.returncode}); its log is {log}",
                         cmd, "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
+    target.write_text(as_cells(target.read_text()))
     clashes = declared_twice(target.read_text())
     if clashes:
         # GHDL 2.0 names a flattened instance's port net <label>_<port>, even where the VHDL declares
@@ -50,6 +57,41 @@ def netlist(design, top, out: Path, options: dict, module: str = MODULE) -> Path
         raise ToolError(f"GHDL's netlist of the VHDL declares a name twice ({where}): a clash of names in the "
                         f"VHDL that cepc wrote; use --hdl verilog", cmd)
     return target
+
+
+# the device primitives the VHDL instantiates (cepc.emit.vhdl.PRIMITIVES), with their string generics
+STRING_PARAMETERS = {
+    "DP16KD": ("REGMODE_A", "REGMODE_B", "RESETMODE", "ASYNC_RESET_RELEASE", "CSDECODE_A", "CSDECODE_B",
+               "WRITEMODE_A", "WRITEMODE_B", "GSR"),
+}
+_STUB = re.compile(r"^module (\w+)\s*#\(.*?^endmodule\n*", re.M | re.S)
+_INSTANCE = re.compile(r"^(\s*)(\w+) #\((.*?)\)\s*\n\s*(\w+) \(", re.M | re.S)
+_BITS = re.compile(r"\.(\w+)\((\d+)'b([01]+)\)")
+
+
+def as_cells(verilog: str) -> str:
+    """GHDL's netlist with the device primitives of :data:`STRING_PARAMETERS` as the device's cells.
+    GHDL writes an empty module for each component without an entity, which Yosys would take for a
+    module of the design (its cells then empty; the device's library has the cell), and a string
+    generic as a vector of its characters' bits, which nextpnr would not read as the string: the
+    empty modules go, and those generics are written as strings."""
+    verilog = _STUB.sub(lambda m: "" if m.group(1) in STRING_PARAMETERS else m.group(0), verilog)
+
+    def instance(m: re.Match) -> str:
+        names = STRING_PARAMETERS.get(m.group(2))
+        if names is None:
+            return m.group(0)
+
+        def string(p: re.Match) -> str:
+            if p.group(1) not in names or int(p.group(2)) % 8:
+                return p.group(0)
+            text = int(p.group(3), 2).to_bytes(int(p.group(2)) // 8, "big").decode("ascii")
+            return f'.{p.group(1)}("{text}")'
+
+        params = _BITS.sub(string, m.group(3))
+        return m.group(0).replace(m.group(3), params, 1)
+
+    return _INSTANCE.sub(instance, verilog)
 
 
 _MODULE = re.compile(r"^module (\w+)", re.M)
