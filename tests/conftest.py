@@ -65,6 +65,14 @@ def pytest_handlecrashitem(crashitem, report, sched):
                                f"its threads' stacks then:\n{stacks}")
 
 
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first, each in its place among them (a stable sort). xdist's workers take tests
+    in this order as they finish others: the syntheses, collected late (test_synth_flow), ran at the
+    end, one worker alone on a two-minute synthesis while the other had nothing left; now the short
+    tests fill the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_unconfigure(config):
     if _OWN_HANG_DIR:
         shutil.rmtree(HANG_DIR, ignore_errors=True)

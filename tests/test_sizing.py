@@ -20,7 +20,7 @@ from cepc.lang.check import check
 from cepc.lang.parse import parse_file
 from cepc.nfa.lower import lower
 
-from synthtools import yowasp_or_skip
+from synthtools import assert_flow_report, yowasp_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 UP5K, ECP5 = sizing.DEVICES["ice40up5k"], sizing.DEVICES["ecp5-85f"]
@@ -133,6 +133,8 @@ def test_network_on_the_icebreaker_fits_as_auto_sizes_it(tmp_path, capsys):
                "-o", str(tmp_path / "build"), "--report", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     assert rc == 0, err
+    # the flow's checks of test_synth_flow's examples (network's synthesis for an iCE40 board is this one)
+    assert_flow_report(tmp_path / "build", tmp_path / "r.json", err, "icebreaker", "24")
     # block RAM holds two tables of 256 partitions, and now their logic fits too: the FIFOs, the delay
     # line and the block RAMs beside them took 6,110 logic cells before the FIFOs' block RAM was marked
     # NO_COLLISIONS and the seq left the delay line (the fallback: the test above)
