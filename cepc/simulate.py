@@ -182,18 +182,14 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
     # the simulators' incremental builds (make, ghdl -m) have nothing to redo
     staged = work / "staged"
     staged.mkdir(exist_ok=True)
-    if opts.primitives and opts.simulator != "ghdl":
-        raise UsageError("device primitives are the VHDL's: simulate them with GHDL")
-    if opts.primitives:
-        from .emit import vhdl
-
-        try:
-            vhdl.emit(design, top, staged / _source(opts, work).name, TOP, options, opts.primitives, models=True)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-    else:
+    try:
         emit(design, top, staged / _source(opts, work).name, "vhdl" if opts.simulator == "ghdl" else "verilog", TOP,
-             options)
+             options, opts.primitives, models=True)
+    except ValueError as e:
+        if not opts.primitives:
+            raise
+        # primitives for Verilator, or of a family the VHDL does not know
+        raise UsageError(f"{e}: simulate them with GHDL" if opts.simulator != "ghdl" else str(e)) from None
     for new in staged.iterdir():
         old = work / new.name
         if old.exists() and old.read_bytes() == new.read_bytes():

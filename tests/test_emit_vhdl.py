@@ -378,12 +378,12 @@ def test_on_ecp5_the_table_is_dp16kd_cells_read_through_their_output_registers(q
 def test_as_cells_keeps_what_is_not_a_known_primitive():
     from cepc.synth.vhdl import as_cells
 
-    stub = "module DP16KD\n  #(parameter\n    GSR)\n  (input CLKA,\n   output DOB0);\nendmodule\n\n"
+    empty = "module DP16KD\n  #(parameter\n    GSR)\n  (input CLKA,\n   output DOB0);\nendmodule\n\n"
     other = "module other\n  #(parameter\n    P)\n  (input a);\nendmodule\n\n"
     cell = ("  DP16KD #(\n    .DATA_WIDTH_A(32'b00000000000000000000000000100100),\n"
             "    .GSR(32'b01000001010101010101010001001111))\n    ram (\n    .CLKA(clk));\n")
     mine = "  other #(\n    .P(16'b0100000101000001))\n    u (\n    .a(x));\n"
-    text = as_cells(stub + other + "module top\n  (input clk);\n" + cell + mine + "endmodule\n")
+    text = as_cells(empty + other + "module top\n  (input clk);\n" + cell + mine + "endmodule\n")
     assert "module DP16KD" not in text and "module other" in text
     assert '.GSR("AUTO")' in text and ".DATA_WIDTH_A(32'b00000000000000000000000000100100)" in text
     assert ".P(16'b0100000101000001)" in text  # not a primitive: as GHDL wrote it

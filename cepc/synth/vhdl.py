@@ -65,7 +65,7 @@ STRING_PARAMETERS = {
                "WRITEMODE_A", "WRITEMODE_B", "GSR"),
 }
 _STUB = re.compile(r"^module (\w+)\s*#\(.*?^endmodule\n*", re.M | re.S)
-_INSTANCE = re.compile(r"^(\s*)(\w+) #\((.*?)\)\s*\n\s*(\w+) \(", re.M | re.S)
+_INSTANCE = re.compile(r"^\s*(\w+) #\((.*?)\)\s*\n\s*\w+ \(", re.M | re.S)  # a cell's type and parameters
 _BITS = re.compile(r"\.(\w+)\((\d+)'b([01]+)\)")
 
 
@@ -78,7 +78,7 @@ def as_cells(verilog: str) -> str:
     verilog = _STUB.sub(lambda m: "" if m.group(1) in STRING_PARAMETERS else m.group(0), verilog)
 
     def instance(m: re.Match) -> str:
-        names = STRING_PARAMETERS.get(m.group(2))
+        names = STRING_PARAMETERS.get(m.group(1))
         if names is None:
             return m.group(0)
 
@@ -88,8 +88,7 @@ def as_cells(verilog: str) -> str:
             text = int(p.group(3), 2).to_bytes(int(p.group(2)) // 8, "big").decode("ascii")
             return f'.{p.group(1)}("{text}")'
 
-        params = _BITS.sub(string, m.group(3))
-        return m.group(0).replace(m.group(3), params, 1)
+        return m.group(0).replace(m.group(2), _BITS.sub(string, m.group(2)), 1)
 
     return _INSTANCE.sub(instance, verilog)
 
