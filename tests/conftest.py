@@ -66,10 +66,10 @@ def pytest_handlecrashitem(crashitem, report, sched):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow tests first, each in its place among them (a stable sort). xdist's workers take tests
-    in this order as they finish others: the syntheses, collected late (test_synth_flow), ran at the
-    end, one worker alone on a two-minute synthesis while the other had nothing left; now the short
-    tests fill the end."""
+    """The slow tests first, each in its place among them (a stable sort). xdist hands its workers
+    tests in this order: the syntheses, collected late (test_synth_flow), ran at the end, one worker
+    alone on two-minute syntheses while the other had nothing left. Now the short tests fill the
+    end, and with `--dist worksteal` (the Makefile's) an idle worker takes tests queued for the other."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
