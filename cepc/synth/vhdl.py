@@ -47,8 +47,9 @@ def netlist(design, top, out: Path, options: dict, module: str = MODULE, primiti
     if done.returncode != 0:
         raise ToolError(f"GHDL could not synthesise the VHDL (exit status {done.returncode}); its log is {log}",
                         cmd, "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
-    target.write_text(as_cells(target.read_text()))
-    clashes = declared_twice(target.read_text())
+    verilog = as_cells(target.read_text())
+    target.write_text(verilog)
+    clashes = declared_twice(verilog)
     if clashes:
         # GHDL 2.0 names a flattened instance's port net <label>_<port>, even where the VHDL declares
         # a signal of that name (the templates avoid it: test_emit_vhdl); Verilator refuses such a
