@@ -42,11 +42,11 @@ TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (t
 
 
 def run_one(example: str, board: str, seed: int, build: Path, partitions: int | None = None,
-            router: str = "auto", placer: str = "auto", hdl: str = "verilog") -> dict:
+            router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto") -> dict:
     checked = check(parse_file(ROOT / EXAMPLES[example]))
     opts = flow.SynthOptions(board=board, out_dir=build / board / (example if hdl == "verilog" else f"{example}-{hdl}"),
                              seed=seed, allow_timing_fail=True, pack=False, partitions=partitions, router=router,
-                             placer=placer, hdl=hdl)
+                             placer=placer, hdl=hdl, hazards=hazards)
     t0 = time.perf_counter()
     steps = []
     try:
@@ -62,6 +62,7 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
         "example": example, "board": board, "hdl": hdl, "device": s["device"],
         "partitioner": s["options"]["partitioner"],
         "partitions": s["options"]["partitions"],
+        "hazards": s["options"].get("hazards", "forward"),
         "lut": res["lut"]["used"], "lut_available": res["lut"]["available"], "lut_percent": res["lut"]["percent"],
         "ff": res["ff"]["used"], "bram": res["bram"]["used"], "bram_available": res["bram"]["available"],
         "carry": res["carry"]["used"],
@@ -79,11 +80,12 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
 
 
 def run_seeds(example: str, board: str, seeds: list[int], build: Path, partitions: int | None = None,
-              router: str = "auto", placer: str = "auto", hdl: str = "verilog") -> dict:
+              router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto") -> dict:
     """The best of ``seeds`` (by Fmax), with every seed's Fmax in ``fmax_by_seed`` and its critical
     path in ``critical_path_by_seed`` (a design that misses on most seeds often misses on several
     paths, one per seed)."""
-    runs = [dict(run_one(example, board, seed, build, partitions, router, placer, hdl), seed=seed) for seed in seeds]
+    runs = [dict(run_one(example, board, seed, build, partitions, router, placer, hdl, hazards), seed=seed)
+            for seed in seeds]
     best = max(runs, key=lambda r: r.get("fmax_mhz", -1.0))
     best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}  # (None: the seed failed)
     if len(runs) > 1:
@@ -195,6 +197,8 @@ def main() -> int:
     p.add_argument("--hdl", choices=["verilog", "vhdl", "both"], default="verilog",
                    help="the design from Amaranth (verilog), the VHDL back end (vhdl) or each in turn (both); "
                         "vhdl and both write synth-hdl.json and .md (default: verilog)")
+    p.add_argument("--hazards", choices=["auto", "forward", "stall"], default="auto",
+                   help="the tables' writes in flight, as cepc synth --hazards (default: auto)")
     p.add_argument("--build", default=str(ROOT / "build" / "bench-synth"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
@@ -206,7 +210,7 @@ def main() -> int:
             for hdl in hdls:
                 print(f"== {example} on {board} ({hdl})", file=sys.stderr, flush=True)
                 row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router, args.placer,
-                                hdl)
+                                hdl, args.hazards)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     out = Path(args.out)

@@ -18,6 +18,7 @@ from .plan import DEFAULT_MAX_LENGTH
 from .synth.flow import PLACER_CHOICES, ROUTER_CHOICES, STATIC_FF_SHARE
 
 UPDATE_CYCLES = ("auto", "1", "2")  # --update-cycles (cepc.hw.top.update_cycles_for)
+HAZARDS = ("auto", "forward", "stall")  # --hazards (cepc.hw.top.hazards_for)
 
 
 def _load(path: str):
@@ -153,8 +154,10 @@ def cmd_compile(args) -> int:
     choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
     print(sizing.describe(choice, device, design), file=sys.stderr)
     cycles = _update_cycles(design, choice.partitioner, args.update_cycles)
+    hazards = _hazards(design, choice.partitioner, args.hazards)
     top = Top(design, bus_width=args.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
-              evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder, update_cycles=cycles)
+              evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder, update_cycles=cycles,
+              hazards=hazards)
     options = {"bus_width": args.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
                "device": args.device, "automaton": args.automaton}
     if args.automaton == "dfa":
@@ -170,7 +173,10 @@ def cmd_compile(args) -> int:
         options["max_match_length"] = args.max_match_length
     side = emit(design, top, Path(args.output), hdl, args.top, options)
     rate = "one tuple every other cycle" if top.pipelined else "one tuple per cycle"
-    if top.update_cycles == 2:
+    if top.hazards == "stall":
+        rate += (f" (--hazards stall: a tuple waits while a key of its bucket is among the {top.stall_spacing} "
+                 "before it)")
+    elif top.update_cycles == 2:
         rate += " (two-cycle update: a tuple of the bucket of the one before waits a cycle)"
     print(f"{args.output}: {hdl}, top {args.top}, {len(design.queries)} quer{'y' if len(design.queries) == 1 else 'ies'}, "
           f"{choice.partitions} partitions ({choice.partitioner}), {args.bus_width}-bit input, {rate}, "
@@ -211,7 +217,7 @@ def cmd_synth(args) -> int:
                              evict_after=args.evict_after,
                              max_length=args.max_match_length, seed=args.seed, router=args.router, placer=args.placer,
                              allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles,
-                             hdl=args.hdl)
+                             hazards=args.hazards, hdl=args.hdl)
     t0 = time.perf_counter()
     with console.status(f"synthesising {args.query} for {args.board}") as status:
         def progress(step):
@@ -322,6 +328,15 @@ def _update_cycles(design, partitioner: str, asked: str) -> int:
     return update_cycles_for(design, partitioner, asked)
 
 
+def _hazards(design, partitioner: str, asked: str) -> str:
+    """--hazards as the top takes it (the same for every HDL)."""
+    from .hw.top import hazards_for
+
+    if asked == "stall" and partitioner != "table":
+        raise UsageError("--hazards stall is the table partitioner's (--partitioner table)")
+    return hazards_for(design, partitioner, asked)
+
+
 def _partition_options(c) -> None:
     c.add_argument("--partitioner", choices=["auto", "table", "pipeline"], default="auto",
                    help="stream partitioner: table (block RAM, one tuple per cycle) or pipeline (Woods et al. §6, "
@@ -336,6 +351,12 @@ def _partition_options(c) -> None:
                         "get a cycle, for a faster clock; a tuple whose key shares a bucket with the tuple "
                         "just before it waits a cycle); auto: 2 with the table for keyed queries with "
                         "partial-match registers, 1 otherwise (default: auto)")
+    c.add_argument("--hazards", choices=HAZARDS, default="auto",
+                   help="how the table gives a key the update of a tuple of its bucket still in flight: forward "
+                        "(from the writes in flight: a tuple every cycle, whatever its key) or stall (the tuple "
+                        "waits until block RAM has the update: no forwarding logic, for a faster clock on wide "
+                        "partial matches; a run of one key takes a tuple per 8 cycles, 9 with the two-cycle "
+                        "update; distinct keys still one a cycle); auto: forward (default: auto)")
 
 
 def _automaton_options(c) -> None:
@@ -443,6 +464,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
     c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto", help="as for compile (default: auto)")
+    c.add_argument("--hazards", choices=HAZARDS, default="auto", help="as for compile (default: auto)")
     c.add_argument("--hdl", choices=["verilog", "vhdl"], default="verilog",
                    help="the design's source: Amaranth's (verilog), or the VHDL back end's, synthesised by "
                         "GHDL before Yosys maps it (vhdl); the host link is Amaranth's either way "

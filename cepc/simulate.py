@@ -52,6 +52,7 @@ class SimOptions:
     dfa_encoding: str = "onehot"
     decoder: bool = True  # False: --no-decoder
     update_cycles: str = "auto"  # --update-cycles: auto, 1 or 2
+    hazards: str = "auto"  # --hazards: auto, forward or stall
     build_root: Path = field(default_factory=lambda: Path("build") / "sim")
     timing: bool = False  # record the cycles of packet ends and records (SimResult.timing)
     # GHDL only: the VHDL with the device primitives `cepc synth --hdl vhdl` instantiates ("ecp5": the
@@ -70,6 +71,7 @@ class SimResult:
     cycles: int = 0  # clock cycles from the end of reset to the end of the drain
     timing: dict = field(default_factory=dict)  # with SimOptions.timing: cycles of "last_beats" and "records"
     update_cycles: int = 1  # the table's update as compiled (SimOptions.update_cycles, auto resolved)
+    hazards: str = "forward"  # the table's, as compiled (SimOptions.hazards, auto resolved)
 
 
 def _design_hash(checked: Checked, opts: SimOptions) -> str:
@@ -80,7 +82,7 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h.update(json.dumps([__version__, opts.bus_width, opts.partitions, opts.partitioner, opts.device,
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
                          backend, opts.automaton, opts.dfa_encoding, opts.decoder, opts.update_cycles,
-                         opts.primitives]).encode())
+                         opts.primitives, opts.hazards]).encode())
     h.update((BENCH_DIR / "cepc_bench.py").read_bytes())
     h.update(_compiler_digest())
     return h.hexdigest()[:16]
@@ -167,11 +169,13 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
             raise UsageError(unsupported(design, opts.decoder))
     choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
                            evict=bool(opts.evict_after))
-    from .cli import _update_cycles
+    from .cli import _hazards, _update_cycles
 
     cycles = _update_cycles(design, choice.partitioner, opts.update_cycles)
+    hazards = _hazards(design, choice.partitioner, opts.hazards)
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
-              evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder, update_cycles=cycles)
+              evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder, update_cycles=cycles,
+              hazards=hazards)
     options = {"bus_width": opts.bus_width, "partitions": choice.partitions, "partitioner": choice.partitioner,
                "automaton": opts.automaton}
     if opts.evict_after:
@@ -319,7 +323,7 @@ def _simulate(checked: Checked, frame: pd.DataFrame, opts: SimOptions, work: Pat
     rows_out = record_rows(checked, design, [decode_record(design, word) for word in out["records"]])
     spilled = [design.tuple.unpack(w) for w in out["spilled"]]
     return SimResult(rows_out, out["counters"], spilled, t2 - t1, t1 - t0, out["input_cycles"], out["cycles"],
-                     out["timing"], top.update_cycles)
+                     out["timing"], top.update_cycles, top.hazards)
 
 
 def record_rows(checked: Checked, design, decoded: list[dict]) -> list[list[str]]:
@@ -395,7 +399,7 @@ def main_sim(args) -> int:
                       max_length=args.max_match_length, packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
                       seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator,
                       automaton=args.automaton, dfa_encoding=args.dfa_encoding, decoder=not args.no_decoder,
-                      update_cycles=args.update_cycles)
+                      update_cycles=args.update_cycles, hazards=args.hazards)
     if args.no_decoder and args.automaton == "dfa":
         raise UsageError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
     result = simulate(checked, frame, opts)

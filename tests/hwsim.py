@@ -57,15 +57,16 @@ class SimResult:
     counters: dict = field(default_factory=dict)
     cycles: int = 0
     first_record_cycle: int | None = None
+    input_cycles: int = 0  # the cycle the source's last beat was taken in
 
 
 def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, bus_width: int = 32,
              partitions: int = 8, stall: float = 0.0, backpressure: float = 0.0, seed: int = 0,
              idle: int | None = None, evict_after: int | None = None, partitioner: str = "pipeline",
-             decoder: bool = True, platform=None, update_cycles: int = 1) -> SimResult:
+             decoder: bool = True, platform=None, update_cycles: int = 1, hazards: str = "forward") -> SimResult:
     """``platform``: elaborate the top as for it (:class:`Ice40`: as for the iCEBreaker)."""
     top = Top(design, bus_width=bus_width, partitions=partitions, evict_after=evict_after, partitioner=partitioner,
-              decoder=decoder, update_cycles=update_cycles)
+              decoder=decoder, update_cycles=update_cycles, hazards=hazards)
     rng = random.Random(seed)
     result = SimResult()
     done = [False]  # the source has sent everything; the sink then waits `idle` quiet cycles
@@ -83,6 +84,7 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
                 ctx.set(top.s_tvalid, 1)
                 await ctx.tick().until(top.s_tready)
         ctx.set(top.s_tvalid, 0)
+        result.input_cycles = result.cycles
         done[0] = True
 
     async def sink(ctx):
@@ -98,6 +100,7 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
             _, _, mv, md, mr, sv, sd, sr = await ctx.tick().sample(
                 top.m_tvalid, top.m_tdata, top.m_tready, top.spill_tvalid, top.spill_tdata, top.spill_tready)
             cycle += 1
+            result.cycles = cycle
             quiet += 1
             # AXI-Stream: an offered word stays offered, unchanged, until taken
             for name, valid, data, ready in (("m", mv, md, mr), ("spill", sv, sd, sr)):

@@ -26,16 +26,18 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
 
     routers = []
 
-    def run_one(example, board, seed, build, partitions=None, router="auto", placer="heap", hdl="verilog"):
-        routers.append((router, placer, hdl))
+    def run_one(example, board, seed, build, partitions=None, router="auto", placer="heap", hdl="verilog",
+                hazards="auto"):
+        routers.append((router, placer, hdl, hazards))
         if seed == 1:
             return {"example": example, "board": board, "error": error, "target_mhz": 50.0, "met": False,
                     "seconds": 90.0}
         return dict(placed)
 
     monkeypatch.setattr(bench, "run_one", run_one)
-    row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static")
-    assert routers == [("router1", "static", "verilog")] * 2  # bench/synth.py --router and --placer, every seed
+    row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static", hazards="stall")
+    # bench/synth.py --router, --placer and --hazards, every seed
+    assert routers == [("router1", "static", "verilog", "stall")] * 2
     assert row["fmax_mhz"] == 40.11 and row["seed"] == 3 and row["seconds"] == 390.0
     assert row["fmax_by_seed"] == {"1": None, "3": 40.11} and row["errors_by_seed"] == {"1": error}
     assert "40.1 (seed 1: failed, seed 3: 40.1)" in bench.markdown([row], "1,3")

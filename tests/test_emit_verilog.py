@@ -124,6 +124,26 @@ def test_aggregates_measures_and_within_compile_and_lint_clean(tmp_path):
     assert side["options"]["max_match_length"] == 100
 
 
+def test_the_hazards_option(tmp_path, capsys):
+    # --hazards stall: in the sidecar (with the spacing: 7 keys, 8 with the two-cycle update) and the
+    # summary, in VHDL as in Verilog, and the Verilog lints clean; forward (auto's) is not written. The
+    # pipeline partitioner has no table to stall for.
+    finance0 = str(ROOT / "examples/finance/finance0/finance0.sql")
+    for out, cycles in (("t.v", 2), ("t.vhd", 1)):
+        code = main(["compile", finance0, "-o", str(tmp_path / out), "--hazards", "stall", "--update-cycles", str(cycles)])
+        err = capsys.readouterr().err
+        side = json.loads((tmp_path / "t.json").read_text())
+        assert code == 0 and side["options"]["hazards"] == "stall" and side["options"]["stall_spacing"] == 6 + cycles
+        assert f"--hazards stall: a tuple waits while a key of its bucket is among the {6 + cycles} before it" in err
+    result = lint(tmp_path / "t.v")
+    assert result.returncode == 0 and "%Warning" not in result.stderr, result.stderr
+    assert main(["compile", finance0, "-o", str(tmp_path / "f.v")]) == 0
+    assert "hazards" not in json.loads((tmp_path / "f.json").read_text())["options"]
+    capsys.readouterr()
+    assert main(["compile", finance0, "-o", str(tmp_path / "p.v"), "--partitioner", "pipeline", "--hazards", "stall"]) == 1
+    assert capsys.readouterr().err.strip().endswith("error: --hazards stall is the table partitioner's (--partitioner table)")
+
+
 def test_max_match_length_must_be_positive(tmp_path, capsys):
     assert main(["compile", str(ROOT / "examples/mshape/mshape.sql"), "-o", str(tmp_path / "t.v"),
                  "--max-match-length", "0"]) == 1

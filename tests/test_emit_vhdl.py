@@ -80,17 +80,20 @@ def test_there_are_examples_to_compile():
     # queries with partial-match registers
     ["--bus-width", "64"],
     ["--bus-width", "64", "--update-cycles", "1"],
-    # hashed, with either update (auto would pick the two-cycle one for queries with partial-match registers)
+    # hashed, with either update (auto would pick the two-cycle one for queries with partial-match registers);
+    # the one-cycle one with --hazards stall (nothing forwarded, the keys of a bucket spaced)
     ["--bus-width", "32", "--partitioner", "table", "--partitions", "64", "--evict-after", "100000",
-     "--update-cycles", "1"],
+     "--hazards", "stall", "--update-cycles", "1"],
     ["--bus-width", "32", "--partitioner", "table", "--partitions", "64", "--evict-after", "100000",
      "--update-cycles", "2"],
 ], ids=["8-bit-pipeline-1", "64-bit-pipeline-16", "512-bit-pipeline-3-evict", "64-bit-auto", "64-bit-auto-update-1",
-        "32-bit-table-64-evict-update-1", "32-bit-table-64-evict-update-2"])
+        "32-bit-table-64-evict-stall-update-1", "32-bit-table-64-evict-update-2"])
 def test_ghdl_analyses_elaborates_and_synthesises_without_a_warning(query, options, tmp_path):
     text = compile_vhdl(query, tmp_path / "top.vhd", *options)
     if options[-2:] == ["--update-cycles", "1"]:  # (pinned: no table registers its lookup)
         assert "UPDATE_CYCLES => 2" not in text
+    if "stall" in options:  # (every table spaces its keys, where the design has one)
+        assert text.count("HAZARD_STALL => true") == text.count("entity work.cepc_top_table_partitioner")
     assert_clean(tmp_path / "top.vhd")
 
 

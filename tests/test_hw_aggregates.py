@@ -19,6 +19,8 @@ from cepc import events
 from cepc.hw.decoder import PredicateDecoder
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import Conditions, PartialMatchCore, TupleTerms
+from cepc.hw.partition.table import stall_spacing
+from cepc.hw.top import latency
 from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
@@ -27,6 +29,7 @@ from cepc.plan import PAgg, PArith, PConst
 
 import hwsim
 import patterns as pt
+from oracle import expected_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +72,13 @@ def stream(rows: list[tuple[int, int, int, int, int]]) -> pd.DataFrame:
     })
 
 
+# the partitioners the random tests draw from: hwsim.simulate's options for each
+PARTITIONERS = {"pipeline": {"partitioner": "pipeline"}, "table": {"partitioner": "table"},
+                "table2": {"partitioner": "table", "update_cycles": 2},
+                "table-stall": {"partitioner": "table", "hazards": "stall"},
+                "table2-stall": {"partitioner": "table", "update_cycles": 2, "hazards": "stall"}}
+
+
 def random_case(seed: int, after: str, within: int | None, n: int, most: int):
     """A seeded random query over every aggregate (a plain variable first, so a match can begin) and a
     stream of ``n`` rows on which the reference finds between 40 and ``most`` matches: (checked, frame,
@@ -106,16 +116,17 @@ def tails() -> st.SearchStrategy:
        st.booleans(),
        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 255), st.integers(-128, 127),
                           st.integers(0, 3)), min_size=1, max_size=60),
-       st.sampled_from(["pipeline", "table", "table2"]), st.integers(0, 2**16), st.sampled_from([40, 256]))
+       st.sampled_from(list(PARTITIONERS)), st.integers(0, 2**16), st.sampled_from([40, 256]))
 def test_random_aggregate_queries_match_the_reference(head, tail, after, within, measures, rows, partitioner,
                                                       seed, bus_width):
     # the head keeps aggregates off the transitions that begin a match (a checker rule). A 256-bit
     # bus brings a tuple a cycle (the 14-byte tuple takes three 40-bit beats), so keys follow each
-    # other back to back, and at every distance the table forwards (table2: its two-cycle update)
+    # other back to back, and at every distance the table forwards (table2: its two-cycle update), or
+    # with --hazards stall holds them until block RAM has the writes (table-stall, table2-stall)
     text = query(ast.Seq((head, tail)), after, within, MEASURES if measures else "")
     checked = check(parse(text))
     hwsim.run_and_compare(checked, stream(rows), bus_width=bus_width, partitions=4, stall=0.2, backpressure=0.3,
-                          seed=seed, partitioner=partitioner.rstrip("2"), update_cycles=2 if partitioner == "table2" else 1)
+                          seed=seed, **PARTITIONERS[partitioner])
 
 
 def test_a_wide_bucket_simulates():
@@ -406,6 +417,36 @@ def test_lookahead_on_the_examples():
 
 @pytest.mark.parametrize("update_cycles", [1, 2])
 @pytest.mark.parametrize("within", [None, 40])
+@pytest.mark.parametrize("keys", ["spacing", 1])
+def test_hazards_stall_reads_every_write_from_block_ram(keys, within, update_cycles):
+    # --hazards stall: the table forwards nothing. As many keys in turn as the spacing (7; 8 with the
+    # two-cycle update): each tuple waits a cycle behind the one of its key `spacing` ahead, and its
+    # lookup then reads block RAM just as that one's write has reached it (a partial-match core's
+    # write goes through a copy beside the banks: the longest way); spacing + 1 cycles for `spacing`
+    # tuples. One key: spacing + 1 cycles a tuple. A spacing one shorter would read the entry before
+    # that write (wrong partial matches: the rows differ).
+    pattern = ast.Seq((ast.Var("P1"), ast.Repeat(ast.Alt((ast.Var("R"), ast.Var("F"), ast.Var("M"))), 1, None),
+                       ast.Var("S"), ast.Repeat(ast.Var("L"), 0, 1), ast.Var("N")))
+    checked = check(parse(query(pattern, "CONTINUE", within)))
+    design = lower(checked)
+    spacing = stall_spacing(update_cycles == 2)
+    n = keys if isinstance(keys, int) else spacing
+    rng = random.Random(n)
+    rows = [(i % n, rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1) for i in range(24 * spacing)]
+    frame = stream(rows)
+    data = b"".join(design.tuple.to_bytes(r) for r in frame.to_dict("records"))
+    width = design.tuple.nbytes * 8
+    result = hwsim.simulate(design, [hwsim.beats(data, width)], bus_width=width, partitions=256, partitioner="table",
+                            update_cycles=update_cycles, hazards="stall")
+    want = expected_rows(checked, frame)
+    assert hwsim.hw_rows(design, result, checked) == want and len(want) >= 10
+    # (the last beat is taken while the tuples before it wait: the framer and stage 2 hold some)
+    expected = len(rows) * (spacing + 1) // n
+    assert expected - 5 * (spacing + 1) <= result.input_cycles <= expected + 3, (result.input_cycles, expected)
+
+
+@pytest.mark.parametrize("update_cycles", [1, 2])
+@pytest.mark.parametrize("within", [None, 40])
 @pytest.mark.parametrize("keys", [1, 2, 3, 5, 7, 8, 13])
 def test_keys_in_turn_at_a_tuple_a_cycle(keys, within, update_cycles):
     # `keys` keys in turn, a tuple every cycle: each tuple's partial matches come from the write of the
@@ -548,11 +589,13 @@ def test_scaled_registers_and_carried_terms_of_two_queries_match_the_reference(u
 
 @pytest.mark.parametrize("name", ["mshape/mshape.sql", "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
                                   "finance/finance5/finance5.sql"])
-def test_the_examples_with_the_two_cycle_update(name):
+@pytest.mark.parametrize("hazards", ["forward", "stall"])
+def test_the_examples_with_the_two_cycle_update(name, hazards):
     # The two-cycle update (update_cycles 2: what `cepc synth` builds on a large die): the table's
     # lookup registered, the core's update a cycle later, the newest write's conditions computed at
-    # the lookup; a tuple of the bucket of the one just before it waits a cycle. Three symbols'
-    # random walks, a tuple a cycle (a 256-bit bus), one symbol's trades now and then in a run.
+    # the lookup; a tuple of the bucket of the one just before it waits a cycle (--hazards stall: of
+    # any of the 8 before it, and nothing is forwarded). Three symbols' random walks, a tuple a cycle
+    # (a 256-bit bus), one symbol's trades now and then in a run.
     from oracle import expected_rows
 
     checked = check(parse_file(ROOT / "examples" / name))
@@ -568,7 +611,7 @@ def test_the_examples_with_the_two_cycle_update(name):
     frame = pd.DataFrame(rows)
     assert len(expected_rows(checked, frame)) >= 5
     hwsim.run_and_compare(checked, frame, bus_width=256, partitions=64, partitioner="table", update_cycles=2,
-                          backpressure=0.2, seed=4)
+                          hazards=hazards, backpressure=0.2, seed=4)
 
 
 TWO_KEYS = """CREATE STREAM s (t TIMESTAMP, k UINT8, j UINT8, v UINT8);

@@ -146,6 +146,21 @@ def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference
 
 
 @needs_ghdl
+@pytest.mark.parametrize("update_cycles, within", [("1", None), ("2", 20)])
+def test_hazards_stall_is_the_same_on_both_back_ends_and_the_reference(update_cycles, within, tmp_path):
+    # --hazards stall: the tables forward nothing and the top holds a tuple while a key of its bucket
+    # is within the spacing ahead of it; six keys, so tuples wait often. Both back ends hold the same
+    # tuples on the same cycles (the cycle of every record and of every packet's last beat).
+    import test_hw_aggregates as agg
+
+    checked, frame, want = agg.random_case(23, "SKIP PAST LAST ROW", within, 600, 200)
+    result = run_both(checked, frame, tmp_path, bus_width=128, partitions=16, partitioner="table",
+                      update_cycles=update_cycles, hazards="stall", stall=0.1, backpressure=0.3, seed=23, timing=True)
+    assert result.hazards == "stall" and result.update_cycles == int(update_cycles)
+    assert result.rows == want and result.counters["dropped"] == 0
+
+
+@needs_ghdl
 @pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("table", "2"), ("pipeline", "auto")])
 def test_partial_matches_dropped_at_the_length_bound_are_counted_the_same_on_both_back_ends(partitioner, update_cycles,
                                                                                             tmp_path):

@@ -520,6 +520,11 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
         "fifo_depth": OUTPUT_FIFO_DEPTH,
         "stall_margin": stall_margin(top.update_cycles),  # (cepc.hw.top: `room`)
         "lag": lag,
+        # --hazards stall: each table forwards nothing, and the top holds a tuple while a key of its
+        # bucket is within the spacing ahead of it (with `lag`, the same hold)
+        "stall": top.hazards == "stall",
+        "holds": lag or top.hazards == "stall",
+        "stall_spacing": top.stall_spacing,
         "depth": depth,
         "pipelined": top.pipelined,
         "tick_period": tick_period(top.evict_after) if top.evict_after else 0,

@@ -28,7 +28,7 @@ loses a tuple.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,6 +43,7 @@ from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padde
 from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleInputs, TupleTerms
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
+from .partition.table import stall_spacing
 from .replica import Replica, small_die
 
 OUTPUT_FIFO_DEPTH = 16
@@ -86,13 +87,13 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
 
 def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int | None = None,
                       evict_after: int | None = None, core: PartialMatchCore | None = None,
-                      inputs: TupleInputs | None = None, *, lag: bool = False) -> TablePartitioner:
+                      inputs: TupleInputs | None = None, *, lag: bool = False, stall: bool = False) -> TablePartitioner:
     """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it).
     With a partial-match ``core`` given its conditions, the table computes them
     (:class:`~cepc.hw.nfa_core.Conditions`) for the tuple at stage 3 from ``inputs``
     (:meth:`TupleInputs.for_conditions <cepc.hw.nfa_core.TupleInputs.for_conditions>`, given for the
     tuple at stage 1 as ``cond_in``: the table registers a copy per use); with ``lag`` (the two-cycle
-    update) also its newest write's, at the lookup."""
+    update) also its newest write's, at the lookup. ``stall``: ``--hazards stall``."""
     expiry, window = within_expiry(q, tup) if q.within is not None else (None, 0)
     lookahead = {}
     if core is not None and core.given_cond:
@@ -102,7 +103,7 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, window=window, early_key=2,
-                            en_ahead=True, relay=core is not None, lag=lag, **lookahead)
+                            en_ahead=True, relay=core is not None, lag=lag, stall=stall, **lookahead)
 
 
 def update_cycles_for(design: DesignPlan, partitioner: str, asked: str | int = "auto") -> int:
@@ -113,6 +114,21 @@ def update_cycles_for(design: DesignPlan, partitioner: str, asked: str | int = "
     if str(asked) != "auto":
         return int(asked)
     return 2 if partitioner == "table" and any(q.key_fields and q.tracks_matches for q in design.queries) else 1
+
+
+HAZARDS = ("forward", "stall")
+
+
+def hazards_for(design: DesignPlan, partitioner: str, asked: str = "auto") -> str:
+    """How a table's lookup gets the writes of the keys ahead of it that block RAM has not taken yet
+    (``--hazards``): ``forward`` picks them from the writes in flight (a tuple a cycle, whatever its
+    key); ``stall`` holds a tuple while a key of its bucket is within
+    :func:`~cepc.hw.partition.table.stall_spacing` of it, and forwards nothing. ``auto``: forward."""
+    if asked == "auto":
+        return "forward"
+    if asked not in HAZARDS:
+        raise ValueError(f"--hazards is auto, forward or stall, not {asked!r}")
+    return asked
 
 
 def keyed(design: DesignPlan) -> bool:
@@ -152,7 +168,7 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", 
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
-                 decoder: bool = True, update_cycles: int = 1):
+                 decoder: bool = True, update_cycles: int = 1, hazards: str = "forward"):
         check_options(bus_width, partitions, partitioner, evict_after)
         if update_cycles not in (1, 2):
             raise ValueError(f"a key's update takes 1 or 2 cycles, not {update_cycles}")
@@ -161,6 +177,13 @@ class Top(wiring.Component):
         # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
         # with the tuple just before it waits a cycle (no effect without PARTITION BY)
         self.update_cycles = update_cycles if keyed(design) else 1
+        if hazards not in HAZARDS:
+            raise ValueError(f"--hazards is forward or stall, not {hazards!r}")
+        if hazards == "stall" and partitioner != "table":
+            raise ValueError("--hazards stall is the table partitioner's (--partitioner table)")
+        # stall: a table forwards nothing, and a tuple waits while a key of its bucket is in flight
+        # (no effect without PARTITION BY)
+        self.hazards = hazards if keyed(design) else "forward"
         if not decoder and any(q.dfa is not None for q in design.queries):
             raise ValueError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
         # False (--no-decoder): the NFA cores of queries without partial-match registers evaluate each
@@ -192,6 +215,12 @@ class Top(wiring.Component):
     @property
     def pipelined(self) -> bool:
         return pipelined(self.design, self.partitioner)
+
+    @property
+    def stall_spacing(self) -> int:
+        """With ``--hazards stall``: how many tuples before a tuple must not share its bucket
+        (:func:`~cepc.hw.partition.table.stall_spacing`); a run of one key takes a tuple per this + 1 cycles."""
+        return stall_spacing(self.update_cycles == 2)
 
     @property
     def latency(self) -> int:
@@ -226,9 +255,13 @@ class Top(wiring.Component):
         accept = Signal()
         # (lag) the tuples at stages 2 and 3 share a bucket of some query's table: the one at stage 2
         # waits a cycle and stage 3 takes a bubble, so a key's update is written before the lookup of
-        # the next tuple of its bucket (a register, decided as the tuple at stage 2 was taken)
-        hold = Signal() if lag else None
-        m.d.comb += [framer.tuples.ready.eq(en & slot & ~hold if lag else en & slot),
+        # the next tuple of its bucket (a register, decided as the tuple at stage 2 was taken).
+        # (--hazards stall) so does the tuple at stage 2 while any of the keys within a table's spacing
+        # ahead of it shares its bucket there: as many cycles as block RAM takes to have their writes.
+        stall = self.hazards == "stall"
+        holds = lag or stall
+        hold = Signal() if holds else None
+        m.d.comb += [framer.tuples.ready.eq(en & slot & ~hold if holds else en & slot),
                      accept.eq(framer.tuples.valid & framer.tuples.ready)]
 
         # `en` fans out to every stage: on a large die each part (the front end's data registers, the
@@ -256,8 +289,8 @@ class Top(wiring.Component):
         f_tuple = Signal(self.tuple_layout)  # the framer's tuple (a register): the key two stages ahead
         m.d.comb += f_tuple.eq(framer.tuples.payload[:self.tuple_layout.size])
         with m.If(en):
-            m.d.sync += a_valid.eq(accept | hold if lag else accept)
-        with m.If(en_front & ~hold if lag else en_front):
+            m.d.sync += a_valid.eq(accept | hold if holds else accept)
+        with m.If(en_front & ~hold if holds else en_front):
             m.d.sync += [a_raw.eq(framer.tuples.payload), a_tuple.eq(f_tuple)]
         count_late(m, self.tuples_in, accept)
 
@@ -271,7 +304,7 @@ class Top(wiring.Component):
         b_raw = Signal(self.tuple_width, reset_less=True)
         b_preds = Signal(len(decoder.preds), reset_less=True)
         with m.If(en_front):
-            m.d.sync += [b_valid.eq(a_valid & ~hold if lag else a_valid), b_tuple.eq(a_tuple), b_raw.eq(a_raw),
+            m.d.sync += [b_valid.eq(a_valid & ~hold if holds else a_valid), b_tuple.eq(a_tuple), b_raw.eq(a_raw),
                          b_preds.eq(decoder.preds)]
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector
@@ -345,6 +378,7 @@ class Top(wiring.Component):
         outputs = []
         overflows = []
         pred_base = 0
+        conflicts, conflicts_held = [], []  # (stall) per table: a key within its spacing shares the bucket
         adjacents = []  # (lag) per table: the key taken into stage 2 shares the bucket of stage 2's
         for q, qname, uses_decoder in zip(design.queries, hw_names(design), decoded):
             n_preds = len(q.predicates)
@@ -396,7 +430,7 @@ class Top(wiring.Component):
                     inputs = TupleInputs.for_conditions(q, self.tuple_layout, line is not None) \
                         if q.tracks_matches else None
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
-                                             core if q.tracks_matches else None, inputs, lag=lag)
+                                             core if q.tracks_matches else None, inputs, lag=lag, stall=stall)
                     if part.cond_width:  # the tuple at stage 1 (the table registers its copies)
                         tuple1 = Signal(self.tuple_layout, name=f"{qname}_tuple1")
                         m.d.comb += [tuple1.eq(payload.o_ahead3[:self.tuple_layout.size]),
@@ -405,9 +439,12 @@ class Top(wiring.Component):
                         m.d.comb += core.cond.eq(part.out_cond)
                         if not lag:
                             m.d.comb += part.next_cond.eq(core.next_cond)
-                    if lag:
+                    if holds:
                         adjacents.append(part.adjacent)
                         m.d.comb += part.hold.eq(hold)
+                    if stall:
+                        conflicts.append(part.conflict)
+                        conflicts_held.append(part.conflict_held)
                     if part.early_key:  # the key two stages behind (the framer's), hashed into registers
                         m.d.comb += part.next_key.eq(Cat(*(field(f_tuple, k) for k in q.key_fields)))
                     m.d.comb += part.en_next.eq(en_next)
@@ -525,9 +562,14 @@ class Top(wiring.Component):
         room = Cat(*(level <= OUTPUT_FIFO_DEPTH - stall_margin(self.update_cycles) for level in levels)).all()
         m.d.sync += [en_next.eq(room), en.eq(en_next)]
         m.d.comb += slot.eq(Cat(*slots).all())
-        if lag:  # (the tuple taken into stage 2 now, and the one there, which moves on to stage 3)
+        if holds:
+            # the tuple taken into stage 2 now against the one there, which moves on to stage 3 (and,
+            # stall, the keys in flight ahead of that); a held tuple against the keys in flight (a
+            # bubble follows it into stage 3)
+            held = Cat(*conflicts_held).any() if stall else Const(0)
+            taken = accept & (a_valid & Cat(*adjacents).any() | (Cat(*conflicts).any() if stall else Const(0)))
             with m.If(en):
-                m.d.sync += hold.eq(accept & a_valid & Cat(*adjacents).any())
+                m.d.sync += hold.eq(Mux(hold, held, taken))
         # several queries may evict in one cycle: add them all
         add(m, self.evicted, sum(evictions[1:], evictions[0]))
         # a tuple at which some query dropped a partial match at --max-match-length

@@ -79,6 +79,7 @@ class SynthOptions:
     router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
     placer: str = "auto"  # nextpnr's placer: auto (see placer_for()), heap or static
     update_cycles: str = "auto"  # a key's update: 1 or 2 cycles (cepc.hw.top.update_cycles_for)
+    hazards: str = "auto"  # a table's writes in flight: forward or stall (cepc.hw.top.hazards_for)
     hdl: str = "verilog"  # the design from Amaranth (verilog) or from the VHDL back end through GHDL (vhdl)
     allow_timing_fail: bool = False
     pack: bool = True
@@ -180,7 +181,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
                 ways: int | None = None, link_hz: float | None = None, held: bool | None = None,
                 update_cycles: int = 1, hdl: str = "verilog", netlist_dir: Path | None = None,
-                primitives: str | None = None) -> LinkDesign:
+                primitives: str | None = None, hazards: str = "forward") -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
     the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
     ``held``: as HostLink's (default: from the platform it is built for). ``hdl="vhdl"``: the design is
@@ -199,7 +200,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
         raise UsageError(str(e)) from None
     try:
         top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
-                  ways=ways, update_cycles=update_cycles)
+                  ways=ways, update_cycles=update_cycles, hazards=hazards)
     except ValueError as e:
         raise UsageError(str(e)) from None
     side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
@@ -492,7 +493,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     from ..hw.board_top import BoardTop
     from ..hw.devices import DEVICES
     from ..hw.replica import Replica
-    from ..hw.top import update_cycles_for
+    from ..hw.top import hazards_for, update_cycles_for
 
     platform = plat_cls()
     partitions = choice.partitions
@@ -502,10 +503,13 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     if opts.max_length:
         options["max_match_length"] = opts.max_length
     cycles = update_cycles_for(design, choice.partitioner, opts.update_cycles)
+    if opts.hazards == "stall" and choice.partitioner != "table":
+        raise UsageError("--hazards stall is the table partitioner's (--partitioner table)")
+    hazards = hazards_for(design, choice.partitioner, opts.hazards)
     if opts.hdl == "vhdl":
         progress("ghdl: synthesising the VHDL")
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
-                     update_cycles=cycles, hdl=opts.hdl, netlist_dir=out,
+                     update_cycles=cycles, hazards=hazards, hdl=opts.hdl, netlist_dir=out,
                      # the VHDL reads the ECP5's block RAM through its output register, as Amaranth's does
                      primitives="ecp5" if fam == "ecp5" else None,
                      clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
@@ -705,9 +709,13 @@ def _reserved_message(design, device, reserved) -> str:
 
 def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, partitions: int, baud: int,
              checked) -> dict:
-    from ..hw.top import pipelined
+    from ..hw.top import keyed, pipelined
 
     per_cycle = 0.5 if pipelined(ld.design, ld.top.partitioner) else 1.0
+    # a run of tuples of one key: each waits for the one before's write (the two-cycle update: a cycle;
+    # --hazards stall: until block RAM has it)
+    one_key = per_cycle if not keyed(ld.design) else \
+        1 / (ld.top.stall_spacing + 1) if ld.top.hazards == "stall" else per_cycle / ld.top.update_cycles
     clock = parsed.clocks[0] if parsed.clocks else None
     tuple_bytes = ld.design.tuple.nbytes
     frame_tuples = max(1, 240 // tuple_bytes)
@@ -718,6 +726,8 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
         "query": str(checked.source.name),
         **parsed.to_json(),
         "options": {"hdl": opts.hdl, "partitioner": ld.top.partitioner, "partitions": partitions, "bus_width": 8,
+                    "update_cycles": ld.top.update_cycles, "hazards": ld.top.hazards,
+                    **({"stall_spacing": ld.top.stall_spacing} if ld.top.hazards == "stall" else {}),
                     "target_mhz": opts.freq_mhz or None,
                     "clock_mhz": round(pll.output_hz / 1e6, 3), "link_clock_mhz": round(pll.link_hz / 1e6, 3),
                     "baud": baud, "baud_divisor": ld.link.divisor,
@@ -725,6 +735,7 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
         "design_id": f"{ld.design_id:08x}",
         "timing_met": parsed.timing_met,
         "tuples_per_cycle": per_cycle,
+        "tuples_per_cycle_one_key": round(one_key, 4),
         "tuples_per_second_at_fmax": round(clock.achieved_mhz * 1e6 * per_cycle) if clock else None,
         "tuples_per_second_at_clock": round(pll.output_hz * per_cycle),
         "tuples_per_second_uart": round(uart_tps),

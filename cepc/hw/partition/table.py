@@ -70,6 +70,15 @@ lookup of the key two behind, not one: the caller never injects a key of the buc
 just before it (``adjacent``, ``hold``: it waits a cycle). Each write is forwarded as before,
 a stage later (the compares with the keys ahead shift by one; the key one ahead is never of the
 bucket), and the newest write's conditions are computed at the lookup from its state.
+
+With ``stall`` (``--hazards stall``) nothing is forwarded: the caller never injects a key of the
+bucket of any of the :func:`stall_spacing` keys before it (7, or 8 with ``lag``), so block RAM has
+taken their writes when the key's bucket is read, and the lookup's state and flags are block RAM's
+word alone. The caller learns it from ``conflict`` and ``conflict_held`` (the key two ahead's bucket,
+or the held one's, against the keys in flight) and holds the key as many cycles as it takes. The
+forwarding multiplexers, the compares with the writes ahead and the older writes' registers are
+left out (their flags are constant zero), which on a large die were the wide states' longest routes.
+A run of tuples of one key then takes one tuple per spacing + 1 cycles; keys that differ, one a cycle.
 """
 
 from __future__ import annotations
@@ -99,6 +108,15 @@ SELECT_CHUNK = 64
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
+
+
+def stall_spacing(lag: bool) -> int:
+    """With ``stall``: how many keys ahead of a key must not share its bucket, so that block RAM has
+    taken their writes when the key's bucket is read. These are the writes the lookup would forward:
+    FORWARD, one more where the write reaches the banks through a group's copy (counted always, so the
+    spacing does not depend on the die, and both back ends hold a key on the same cycles), and with
+    ``lag`` the key one ahead's, whose write is formed a stage later."""
+    return FORWARD + 1 + (1 if lag else 0)
 
 
 # A bank is one block RAM at its deepest shape (ECP5's DP16KD: 16,384 × 1), the entry's bits side by
@@ -187,7 +205,7 @@ class TablePartitioner(wiring.Component):
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
                  window: int | None = None, early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
-                 cond_in_width: int = 1, relay: bool = False, lag: bool = False):
+                 cond_in_width: int = 1, relay: bool = False, lag: bool = False, stall: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -254,11 +272,22 @@ class TablePartitioner(wiring.Component):
         # are then not the caller's but computed at the lookup from its state, for the tuple there.
         self.lag = lag
         self.depth = DEPTH + (1 if lag else 0)
-        if lag:
+        # ``stall``: nothing forwarded, a key held while one of the ``spacing`` keys ahead of it shares
+        # its bucket. ``conflict``: the key two enabled cycles ahead (``next_key``) shares the bucket of a
+        # key in flight that will still be within ``spacing`` of it, ``adjacent`` aside (the caller ANDs
+        # that with whether there is a key one ahead); ``conflict_held``: the key one ahead, while held,
+        # shares one (index_ahead's bucket: see ``hold``).
+        self.stall = stall
+        self.spacing = stall_spacing(lag) if stall else (2 if lag else 1)
+        if lag or stall:
             if not early_key:
-                raise ValueError("the two-cycle update needs the key two enabled cycles ahead (early_key)")
+                raise ValueError("the two-cycle update and --hazards stall need the key two enabled cycles "
+                                 "ahead (early_key)")
             signature["adjacent"] = wiring.Out(1)
             signature["hold"] = wiring.In(1)
+        if stall:
+            signature["conflict"] = wiring.Out(1)
+            signature["conflict_held"] = wiring.Out(1)
         if self.cond_width:
             signature["out_cond"] = wiring.Out(cond_width)
             # what the conditions read of the tuple at stage 1 (TupleInputs), registered here
@@ -412,12 +441,12 @@ class TablePartitioner(wiring.Component):
             index_ahead = Signal(ib, name="index_ahead", reset_less=bare)
             with m.If(self.en):
                 m.d.sync += index0.eq(index_ahead)
-                with m.If(~self.hold if self.lag else Const(1)):  # (held: index_ahead keeps its bucket)
+                with m.If(~self.hold if self.lag or self.stall else Const(1)):  # (held: index_ahead keeps its bucket)
                     m.d.sync += index_ahead.eq(index_of(self.next_key))
-            if self.lag:  # (next_key's bucket is index_ahead's D input: the one tree of XORs)
+            if self.lag or self.stall:  # (next_key's bucket is index_ahead's D input: the one tree of XORs)
                 m.d.comb += self.adjacent.eq(index_of(self.next_key) == index_ahead)
             group_read = group_copies("read", index_of(self.next_key)[:max(1, low)],
-                                      self.hold if self.lag else None)  # (index_ahead's)
+                                      self.hold if self.lag or self.stall else None)  # (index_ahead's)
             for b in range(self.banks):
                 if not copies:
                     read_at.append([index0[:low]] * W)
@@ -553,7 +582,9 @@ class TablePartitioner(wiring.Component):
         cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)]
         # the newest write's conditions: the caller's for the key behind it, registered with it
         w0_cond = Signal(cw, name="w0_cond", reset_less=True)
-        if cw and not self.lag:
+        if self.stall:  # (nothing forwarded: no write's conditions are ever picked)
+            pass
+        elif cw and not self.lag:
             with m.If(self.en):
                 m.d.sync += w0_cond.eq(self.next_cond)
         elif cw:  # (lag: computed at the lookup, from w0's state, for the tuple there)
@@ -574,6 +605,18 @@ class TablePartitioner(wiring.Component):
         forming = [(v4, i4, k4), (v5, i5, k5)] if self.lag else [(v3, i3, k3), (v4, i4, k4)]
         ahead = [(v, i, tag_of(k)) for v, i, k in forming] + \
             [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
+        if self.stall:  # (no key ahead within the spacing is of the bucket: nothing is forwarded, and
+            # synthesis leaves out what the flags, constant zero, would have picked)
+            ahead = [(Const(0), i, k) for _, i, k in ahead]
+        if self.stall:
+            # The keys in flight that will be within the spacing of the key two ahead once it is
+            # injected, newest first: the one injected now, those at stages 1 to 4 (5), then the writes.
+            # (The key one ahead, in between, is `adjacent`'s.)
+            flight = ([(self.inject, index0), (v1, i1), (v2, i2), (v3, i3), (v4, i4)] + ([(v5, i5)] if self.lag else [])
+                      + [(wr["valid"], wr["index"]) for wr in writes])[:self.spacing - 1]
+            next_index = index_of(self.next_key)
+            m.d.comb += [self.conflict.eq(Cat(*(v & (i == next_index) for v, i in flight)).any()),
+                         self.conflict_held.eq(Cat(*(v & (i == index_ahead) for v, i in flight)).any())]
         # the key's bank's ways: whether each is in use and holds the key; the writes ahead: whether each
         # is to the key's bucket and was the key's
         used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
@@ -654,7 +697,7 @@ class TablePartitioner(wiring.Component):
                 for j, ((valid, _, _), (same_index, same_key_)) in enumerate(zip(ahead, early)):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
-            if self.lag:
+            if self.lag and not self.stall:
                 older_next = ([ahead[1][0] & early[1][0] & early[1][1]] +
                               [mine_of(j, ahead[j][0], *early[j]) for j in range(2, forward)])
         else:  # (the UP5K: logic cells are short; the key's own registers)
@@ -831,7 +874,9 @@ class TablePartitioner(wiring.Component):
                 picks = [Signal(name=f"pick4_way{w}") for w in range(W)]
             # (block RAM's ways; the older write's state is zero unless picked)
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
-            older_conds = older_conditions() if cw else None
+            if self.stall:  # (block RAM's ways alone)
+                newest, base = None, Const(0, sw)
+            older_conds = older_conditions() if cw and not self.stall else None
             older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
@@ -841,7 +886,9 @@ class TablePartitioner(wiring.Component):
                         m.d.sync += older_state[lo:hi].eq(older_of(older_values, 0, lo, hi, older_copies[c]))
                 else:
                     m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
-                if cw:
+                if cw and self.stall:
+                    cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
+                elif cw:
                     # and its conditions, each write's computed beside its own register and picked
                     # alike (picked first, the comparators would follow the picking): zero if none,
                     # as the state, since the ways' are ORed in. (Yosys' `share` pass merges their
@@ -877,20 +924,25 @@ class TablePartitioner(wiring.Component):
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
-            if cw:  # w0's conditions the caller's, the older write's picked at stage 3
+            if self.stall:  # (block RAM's ways alone)
+                picks, newest, words = picks[1:], None, words[1:]
+                if cw:
+                    cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
+            elif cw:  # w0's conditions the caller's, the older write's picked at stage 3
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
                 value = older_of(older_conditions(), Const(0, cw))
                 with m.If(self.en):
                     m.d.sync += older_cond.eq(value)
                 cond_newest, cond_base, cond_words = w0_cond, Const(0, cw), [older_cond] + cond4
         def picked(selects, lo, hi):
-            """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks')."""
+            """Bits [lo, hi) of the key's state, picked by ``selects`` (newest's, then picks'; with
+            ``stall`` picks' alone)."""
             part = base[lo:hi]
-            for pick, word in zip(selects[1:], words):
+            for pick, word in zip(selects if newest is None else selects[1:], words):
                 part = part | Mux(pick, word[lo:hi], 0)
-            return Mux(selects[0], newest[1][lo:hi], part)
+            return part if newest is None else Mux(selects[0], newest[1][lo:hi], part)
 
-        selects = [newest[0]] + picks
+        selects = picks if newest is None else [newest[0]] + picks
         # every select is a register; on a large die a wide state takes a copy of them per SELECT_CHUNK
         # bits (wired below, from what they take), so no select line reaches them all
         select_copies = []
@@ -908,7 +960,7 @@ class TablePartitioner(wiring.Component):
             cond = cond_base
             for pick, word in zip(picks, cond_words):
                 cond = cond | Mux(pick, word, 0)
-            cond_out = Mux(newest[0], cond_newest, cond)
+            cond_out = cond if newest is None else Mux(newest[0], cond_newest, cond)
         # What the write takes of the lookup: at once, or (`lag`) registered at stage 5 with the key's
         # state, which the caller updates there
         if self.lag:
@@ -1061,12 +1113,14 @@ class TablePartitioner(wiring.Component):
             newest_next = bucket3[0] & key3[0] & keep & Cat(*target).any() & ~w0_stale_next
             picks_next = [Cat(*(~touched0[w] & older_any3[w] & own_live3[w] for w in range(W))).any()] + \
                 [~touched0[w] & ~older_any3[w] & own_live3[w] for w in range(W)]
+            if self.stall:  # (no older write: block RAM's ways alone)
+                picks_next = picks_next[1:]
             with m.If(self.en):
                 m.d.sync += [w0_stale.eq(w0_stale_next), pick_newest.eq(newest_next)]
         with m.If(self.en):
             m.d.sync += [pick.eq(d) for pick, d in zip(picks, picks_next)]
         for copy in select_copies:  # (each moves with the registers it copies)
-            m.d.comb += copy.d.eq(Cat(newest_next, *picks_next))
+            m.d.comb += copy.d.eq(Cat(*picks_next) if newest is None else Cat(newest_next, *picks_next))
         # a stale entry (another key's, or the key's own) taken over or cleared: its state is lost
         # (registered: the lookup's long path ends here, not in the caller's counter). Without WITHIN
         # or `evict_after` nothing goes stale: `evicted` stays 0 (and the caller's counter with it,
