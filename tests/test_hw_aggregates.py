@@ -20,7 +20,6 @@ from cepc.hw.decoder import PredicateDecoder
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import Conditions, PartialMatchCore, TupleTerms
 from cepc.hw.partition.table import stall_spacing
-from cepc.hw.top import latency
 from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
