@@ -9,6 +9,7 @@ pipeline partitioner). Writes bench/results/synth.json and synth.md and exits
 
     python bench/synth.py [--boards ulx3s-85f,icebreaker] [--examples marathon,network,mshape] [--seeds 1,2]
     python bench/synth.py --hdl both ...   # the VHDL back end beside Amaranth's: synth-hdl.json and .md
+    python bench/synth.py --hazards stall ...  # the tables forwarding nothing: synth-stall.json and .md
 
 With ``--hdl vhdl`` or ``both`` the design is (also) built from the VHDL back end, synthesised by
 GHDL (`cepc synth --hdl vhdl`), and the results go to synth-hdl.json and synth-hdl.md, with each
@@ -215,7 +216,8 @@ def main() -> int:
                 rows.append(row)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    name = "synth" if args.hdl == "verilog" else "synth-hdl"
+    # (--hazards stall: rows of their own, beside the default's)
+    name = ("synth" if args.hdl == "verilog" else "synth-hdl") + ("-stall" if args.hazards == "stall" else "")
     (out / f"{name}.json").write_text(json.dumps({"cepc_version": __version__, "seeds": seeds, "results": rows},
                                                  indent=2) + "\n")
     (out / f"{name}.md").write_text(markdown(rows, args.seeds) if args.hdl == "verilog"

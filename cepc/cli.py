@@ -154,7 +154,7 @@ def cmd_compile(args) -> int:
     choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
     print(sizing.describe(choice, device, design), file=sys.stderr)
     cycles = _update_cycles(design, choice.partitioner, args.update_cycles)
-    hazards = _hazards(design, choice.partitioner, args.hazards)
+    hazards = _hazards(choice.partitioner, args.hazards)
     top = Top(design, bus_width=args.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
               evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder, update_cycles=cycles,
               hazards=hazards)
@@ -328,13 +328,13 @@ def _update_cycles(design, partitioner: str, asked: str) -> int:
     return update_cycles_for(design, partitioner, asked)
 
 
-def _hazards(design, partitioner: str, asked: str) -> str:
+def _hazards(partitioner: str, asked: str) -> str:
     """--hazards as the top takes it (the same for every HDL)."""
     from .hw.top import hazards_for
 
     if asked == "stall" and partitioner != "table":
         raise UsageError("--hazards stall is the table partitioner's (--partitioner table)")
-    return hazards_for(design, partitioner, asked)
+    return hazards_for(asked)
 
 
 def _partition_options(c) -> None:
@@ -354,7 +354,7 @@ def _partition_options(c) -> None:
     c.add_argument("--hazards", choices=HAZARDS, default="auto",
                    help="how the table gives a key the update of a tuple of its bucket still in flight: forward "
                         "(from the writes in flight: a tuple every cycle, whatever its key) or stall (the tuple "
-                        "waits until block RAM has the update: no forwarding logic, for a faster clock on wide "
+                        "waits until block RAM has the update: no forwarding logic, a smaller design with wide "
                         "partial matches; a run of one key takes a tuple per 8 cycles, 9 with the two-cycle "
                         "update; distinct keys still one a cycle); auto: forward (default: auto)")
 

@@ -140,8 +140,11 @@ def test_the_hazards_option(tmp_path, capsys):
     assert main(["compile", finance0, "-o", str(tmp_path / "f.v")]) == 0
     assert "hazards" not in json.loads((tmp_path / "f.json").read_text())["options"]
     capsys.readouterr()
-    assert main(["compile", finance0, "-o", str(tmp_path / "p.v"), "--partitioner", "pipeline", "--hazards", "stall"]) == 1
-    assert capsys.readouterr().err.strip().endswith("error: --hazards stall is the table partitioner's (--partitioner table)")
+    for command in (["compile", finance0, "-o", str(tmp_path / "p.v")],
+                    ["synth", finance0, "--board", "ulx3s-85f", "-o", str(tmp_path / "build")]):
+        assert main([*command, "--partitioner", "pipeline", "--hazards", "stall"]) == 1
+        assert capsys.readouterr().err.strip().endswith(
+            "error: --hazards stall is the table partitioner's (--partitioner table)"), command
 
 
 def test_max_match_length_must_be_positive(tmp_path, capsys):

@@ -119,7 +119,7 @@ def update_cycles_for(design: DesignPlan, partitioner: str, asked: str | int = "
 HAZARDS = ("forward", "stall")
 
 
-def hazards_for(design: DesignPlan, partitioner: str, asked: str = "auto") -> str:
+def hazards_for(asked: str = "auto") -> str:
     """How a table's lookup gets the writes of the keys ahead of it that block RAM has not taken yet
     (``--hazards``): ``forward`` picks them from the writes in flight (a tuple a cycle, whatever its
     key); ``stall`` holds a tuple while a key of its bucket is within

@@ -490,10 +490,11 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
 def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pll, baud: int, checked,
            progress: Progress) -> SynthResult:
     """The board top with ``choice``'s partitioner, through Yosys, nextpnr and the packer."""
+    from ..cli import _hazards
     from ..hw.board_top import BoardTop
     from ..hw.devices import DEVICES
     from ..hw.replica import Replica
-    from ..hw.top import hazards_for, update_cycles_for
+    from ..hw.top import update_cycles_for
 
     platform = plat_cls()
     partitions = choice.partitions
@@ -503,9 +504,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     if opts.max_length:
         options["max_match_length"] = opts.max_length
     cycles = update_cycles_for(design, choice.partitioner, opts.update_cycles)
-    if opts.hazards == "stall" and choice.partitioner != "table":
-        raise UsageError("--hazards stall is the table partitioner's (--partitioner table)")
-    hazards = hazards_for(design, choice.partitioner, opts.hazards)
+    hazards = _hazards(choice.partitioner, opts.hazards)
     if opts.hdl == "vhdl":
         progress("ghdl: synthesising the VHDL")
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,

@@ -278,7 +278,7 @@ class TablePartitioner(wiring.Component):
         # that with whether there is a key one ahead); ``conflict_held``: the key one ahead, while held,
         # shares one (index_ahead's bucket: see ``hold``).
         self.stall = stall
-        self.spacing = stall_spacing(lag) if stall else (2 if lag else 1)
+        self.spacing = stall_spacing(lag) if stall else None
         if lag or stall:
             if not early_key:
                 raise ValueError("the two-cycle update and --hazards stall need the key two enabled cycles "
@@ -582,12 +582,11 @@ class TablePartitioner(wiring.Component):
         cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)]
         # the newest write's conditions: the caller's for the key behind it, registered with it
         w0_cond = Signal(cw, name="w0_cond", reset_less=True)
-        if self.stall:  # (nothing forwarded: no write's conditions are ever picked)
-            pass
-        elif cw and not self.lag:
+        # (stall: nothing forwarded, so no write's conditions are ever picked)
+        if cw and not self.lag and not self.stall:
             with m.If(self.en):
                 m.d.sync += w0_cond.eq(self.next_cond)
-        elif cw:  # (lag: computed at the lookup, from w0's state, for the tuple there)
+        elif cw and not self.stall:  # (lag: computed at the lookup, from w0's state, for the tuple there)
             m.d.comb += w0_cond.eq(conditions_at(fields(w0["entry"])[0], 4))
         used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
         tagged4 = [Signal(name=f"tagged4_way{w}") for w in range(W)]
