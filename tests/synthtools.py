@@ -22,11 +22,12 @@ def yowasp_or_skip(tool: str) -> list[str]:
         pytest.skip(str(e))
 
 
-def assert_flow_report(out: Path, report: Path, err: str, board: str, freq: str) -> dict:
+def assert_flow_report(out: Path, report: Path, err: str, board: str, freq: str, static: bool = False) -> dict:
     """What every successful `cepc synth` on ``board`` at ``freq`` MHz must give: the report (as
     --report wrote it and as report.json in the build directory), its resources, both clocks met,
     tuples/s from Fmax, the bitstream, the summary line, the router and placer --*-auto pick for a
-    design of a small share of the device, and the Yosys script's device options. Returns the report."""
+    design of a small share of the device (``static``: of a large share, nextpnr's static placer and
+    router1), and the Yosys script's device options. Returns the report."""
     r = json.loads(report.read_text())
     assert r == json.loads((out / "report.json").read_text())
     assert r["board"] == board and r["timing_met"]
@@ -44,9 +45,12 @@ def assert_flow_report(out: Path, report: Path, err: str, board: str, freq: str)
     assert bitstream.suffix == (".bit" if board.startswith("ulx3s") else ".bin")
     assert bitstream.stat().st_size > 20_000
     assert re.search(r"Fmax \S+: [\d.]+ MHz, target [\d.]+ MHz: met", err)
-    # nothing here congests router2, which --router auto tries first on ECP5 (router1 is the iCE40's)
-    assert r["router"] == ("router2" if board.startswith("ulx3s") else "router1")
-    assert r["placer"] == "heap"  # --placer auto: HeAP, as these take a small share of the flip-flops
+    if static:  # (router1 alone on the static placer's placement)
+        assert (r["router"], r["placer"]) == ("router1", "static")
+    else:
+        # nothing here congests router2, which --router auto tries first on ECP5 (router1 is the iCE40's)
+        assert r["router"] == ("router2" if board.startswith("ulx3s") else "router1")
+        assert r["placer"] == "heap"  # --placer auto: HeAP, as these take a small share of the flip-flops
     # Yosys maps for the part's timing, and without emulating reads during writes beside block RAM
     script = (out / "cepc_board.ys").read_text()
     assert ("synth_ice40 -dffe_min_ce_use 4 -device u " in script) == (board == "icebreaker")
