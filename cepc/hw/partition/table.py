@@ -604,10 +604,10 @@ class TablePartitioner(wiring.Component):
         forming = [(v4, i4, k4), (v5, i5, k5)] if self.lag else [(v3, i3, k3), (v4, i4, k4)]
         ahead = [(v, i, tag_of(k)) for v, i, k in forming] + \
             [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
-        if self.stall:  # (no key ahead within the spacing is of the bucket: nothing is forwarded, and
-            # synthesis leaves out what the flags, constant zero, would have picked)
-            ahead = [(Const(0), i, k) for _, i, k in ahead]
         if self.stall:
+            # No key ahead within the spacing is of the bucket: nothing is forwarded, and synthesis
+            # leaves out what the flags, constant zero, would have picked.
+            ahead = [(Const(0), i, k) for _, i, k in ahead]
             # The keys in flight that will be within the spacing of the key two ahead once it is
             # injected, newest first: the one injected now, those at stages 1 to 4 (5), then the writes.
             # (The key one ahead, in between, is `adjacent`'s.)
