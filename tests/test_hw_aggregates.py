@@ -109,7 +109,7 @@ def tails() -> st.SearchStrategy:
     return st.recursive(leaves, extend, max_leaves=6)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([ast.Var(v) for v in PLAIN] + [ast.AnyTuple()]), tails(),
        st.sampled_from(["SKIP PAST LAST ROW", "CONTINUE"]), st.sampled_from([None, 3, 12]),
        st.booleans(),
@@ -443,9 +443,10 @@ def test_hazards_stall_reads_every_write_from_block_ram(keys, within, update_cyc
     assert expected - 5 * (spacing + 1) <= result.input_cycles <= expected + 3, (result.input_cycles, expected)
 
 
-@pytest.mark.parametrize("update_cycles", [1, 2])
-@pytest.mark.parametrize("within", [None, 40])
-@pytest.mark.parametrize("keys", [1, 2, 3, 5, 7, 8, 13])
+# every distance without WITHIN; with it (five times the simulation's time), one of each of the three ways a
+# tuple's partial matches reach it: the lookahead (1), an older write (5), block RAM (8) (CI's time)
+@pytest.mark.parametrize("keys, within, update_cycles", [
+    *((k, None, u) for k in (1, 2, 3, 5, 7, 8, 13) for u in (1, 2)), *((k, 40, u) for k in (1, 5, 8) for u in (1, 2))])
 def test_keys_in_turn_at_a_tuple_a_cycle(keys, within, update_cycles):
     # `keys` keys in turn, a tuple every cycle: each tuple's partial matches come from the write of the
     # one `keys` ahead: the core's own lookahead (1), the table's older writes (2 to 7: a partial-match

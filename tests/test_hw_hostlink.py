@@ -217,8 +217,8 @@ EXPECTED = [(2, 3), (4, 13)]  # examples/marathon/expected.csv
 
 
 # the link's clock: slower, the same, no ratio; records crossing in a register, or held in the FIFOs
-@pytest.mark.parametrize("link_ns,held", [(LINK_NS, False), (DESIGN_NS, False), (37, False), (LINK_NS, True),
-                                          (37, True)])
+# (each clock once, and held once: CI's time)
+@pytest.mark.parametrize("link_ns,held", [(LINK_NS, False), (DESIGN_NS, False), (37, True)])
 def test_tuples_in_frames_come_back_as_match_records(link_ns, held):
     checked, design, frame = marathon()
     payloads = tuple_frames(design, frame, 5)

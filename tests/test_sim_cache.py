@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+
+import pytest
 
 from cepc.simulate import prune_builds
 
@@ -44,3 +47,35 @@ def test_a_build_is_locked_marked_newest_and_made_again_if_pruned(tmp_path):
     shutil.rmtree(work)  # pruned: the next use creates it again
     with lock_build(work):
         assert (work / ".lock").is_file()
+
+
+@pytest.mark.skipif(shutil.which("ghdl") is None and os.environ.get("CI") != "true", reason="GHDL is not installed")
+def test_a_cached_build_is_not_emitted_again(tmp_path, monkeypatch):
+    # the build directory is named by the hash of all the HDL is made from: a second run of the same
+    # design reuses its HDL (emitting a partial-match example's Verilog again took 14-24 s); another
+    # design, here another bus width, is emitted
+    import numpy as np
+    import pandas as pd
+
+    import cepc.emit
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse
+    from cepc.simulate import SimOptions, simulate
+
+    checked = check(parse("CREATE STREAM s (t TIMESTAMP, k UINT8, x UINT8);\n"
+                          "PARTITION BY k PATTERN (A B) DEFINE A AS x < 10, B AS x > 200;"))
+    frame = pd.DataFrame({"t": np.arange(6, dtype=np.int64), "k": [1, 2, 1, 2, 1, 1], "x": [3, 5, 250, 9, 1, 201]})
+    emitted = []
+    real = cepc.emit.emit
+
+    def emit(*args, **kwargs):
+        emitted.append(args[2].name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cepc.emit, "emit", emit)
+    opts = dict(simulator="ghdl", partitions=4, build_root=tmp_path)
+    first = simulate(checked, frame, SimOptions(bus_width=32, **opts))
+    again = simulate(checked, frame, SimOptions(bus_width=32, **opts))
+    wider = simulate(checked, frame, SimOptions(bus_width=64, **opts))
+    assert emitted == ["cepc_top.vhd", "cepc_top.vhd"]  # the first run and the wider bus's
+    assert first.rows == again.rows == wider.rows and len(first.rows) == 2

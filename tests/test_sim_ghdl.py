@@ -79,20 +79,17 @@ def keyed_frame(letters: str, keys: list[int]) -> pd.DataFrame:
 # --- both back ends ---------------------------------------------------------------------------
 
 
-# (test_sim_verilator.py runs the examples with partial-match registers on Verilator)
-@pytest.mark.parametrize("example, simulator", [
-    *(pytest.param(e, s, marks=[needs_ghdl] if s == "ghdl" else [])
-      for e in ("marathon/marathon.sql", "network/network.sql") for s in ("verilator", "ghdl")),
-    *(pytest.param(e, "ghdl", marks=needs_ghdl) for e in (
-        "mshape/mshape.sql", "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
-        "finance/finance5/finance5.sql")),
-])
-def test_examples_simulate_to_their_expected_files(example, simulator, tmp_path):
+# (test_sim_verilator.py runs every example, with these options, on Verilator)
+@needs_ghdl
+@pytest.mark.parametrize("example", ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql",
+                                     "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
+                                     "finance/finance5/finance5.sql"])
+def test_examples_simulate_to_their_expected_files(example, tmp_path):
     query = ROOT / "examples" / example
     out = tmp_path / "sim.csv"
     assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(out),
                  "--compare", str(query.parent / "expected.csv"), "--bus-width", "24", "--packet-tuples", "5",
-                 "--stall", "0.3", "--backpressure", "0.5", "--simulator", simulator]) == 0
+                 "--stall", "0.3", "--backpressure", "0.5", "--simulator", "ghdl"]) == 0
     assert read(out) == read(query.parent / "expected.csv")
 
 
@@ -129,7 +126,6 @@ def test_random_corpus_is_the_same_on_both_back_ends_and_the_reference(seed, par
     # one-cycle one with --hazards stall (six keys: tuples wait behind their bucket's, to the cycle)
     (23, "SKIP PAST LAST ROW", 20, 16, "table", "auto", 128, "auto"),
     (23, "SKIP PAST LAST ROW", 20, 16, "table", "1", 128, "stall"),
-    (24, "CONTINUE", None, 8, "pipeline", "auto", 64, "auto"),
 ])
 def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference(
         seed, after, within, partitions, partitioner, update_cycles, bus_width, hazards, tmp_path):
@@ -147,7 +143,9 @@ def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("table", "2"), ("pipeline", "auto")])
+# (the two-cycle table: test_within_eviction_is_exact_across_zero_and_for_windows_wider_than_the_time, and the
+# two-cycle update's own tests below; CI's time)
+@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("pipeline", "auto")])
 def test_partial_matches_dropped_at_the_length_bound_are_counted_the_same_on_both_back_ends(partitioner, update_cycles,
                                                                                             tmp_path):
     # P0 P1+ P2 with --max-match-length 3: a longer run of P1 outgrows the count register
@@ -201,7 +199,7 @@ def test_within_eviction_is_exact_across_zero_and_for_windows_wider_than_the_tim
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("table", "2"), ("pipeline", "auto")])
+@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("pipeline", "auto")])  # (as above)
 def test_partial_match_corners_are_the_same_on_both_back_ends_and_the_reference(partitioner, update_cycles, tmp_path):
     # WITHIN without aggregates in DEFINE (the latest start wins; no MEASURES) beside signed
     # registers, a widening SUM, a CHAR register and measures that truncate and sign-extend
@@ -449,15 +447,15 @@ def back_to_back(buckets: dict[str, list[int]], keys: list) -> tuple[int, int]:
 @needs_ghdl
 @pytest.mark.parametrize("example, n, hazards", [
     ("mshape/mshape.sql", 1000, "forward"), ("finance/finance0/finance0.sql", 1000, "stall"),
-    ("finance/finance2/finance2.sql", 600, "forward"), ("finance/finance5/finance5.sql", 1000, "forward"),
-    ("network/network.sql", 1000, "forward"), ("marathon/marathon.sql", 1000, "forward")])
+    ("finance/finance5/finance5.sql", 1000, "forward"), ("network/network.sql", 1000, "forward")])
 def test_two_cycle_update_is_cycle_exact_on_both_back_ends(example, n, hazards, tmp_path):
     # --update-cycles 2 on a small hashed table (16 entries: 4 buckets of 4 ways) and 8 keys on a
     # 256-bit bus (a tuple a cycle): a fifth of the tuples or more share a bucket with the tuple just
     # before them, of their own key or another's. Each waits a cycle at stage 2, and then sees the
     # update of the one before it, on both back ends to the cycle, under gaps in the input and
-    # backpressure; the matches are the reference's. (finance2, the largest design, on 600 tuples: 146
-    # share a bucket with the one before, 72 of them with another key, and 11 matches; the CI's time.)
+    # backpressure; the matches are the reference's. (finance2, the largest design, 168 s of CI's time,
+    # and marathon, whose states network's queries also have, are left out: finance2's two-cycle update is
+    # test_hw_aggregates' test_the_examples_with_the_two_cycle_update, in amaranth.sim.)
     # finance0 with --hazards stall: a tuple waits while a key of its bucket is among the 8 before it.
     from cepc.gen import generate
 
@@ -566,24 +564,25 @@ def test_vhdl_predicates_over_every_type_match_the_reference():
 # --- the command -----------------------------------------------------------------------------------
 
 
+@needs_ghdl  # (Verilator's: test_sim_verilator's)
 def test_compare_reports_the_first_difference(tmp_path, capsys):
     wrong = tmp_path / "wrong.csv"
     wrong.write_text("runner,seq,query\n2,3,q0\n4,12,q0\n")
     assert main(["sim", str(MARATHON), "--events", str(MARATHON.parent / "events.csv"), "-o", str(tmp_path / "s.csv"),
-                 "--compare", str(wrong)]) == 1
+                 "--compare", str(wrong), "--simulator", "ghdl"]) == 1
     err = capsys.readouterr().err
     assert "differ at row 2 of 2" in err
     assert "simulation: 4,13,q0" in err and "wrong.csv: 4,12,q0" in err
     assert "> seq 12: time=71, checkpoint=Staten Island, runner=4, speed=13" in err
 
 
-@pytest.mark.parametrize("simulator", ["verilator", pytest.param("ghdl", marks=needs_ghdl)])
-def test_waves(simulator, tmp_path):
+@needs_ghdl  # (Verilator's: test_sim_verilator's test_waves)
+def test_waves(tmp_path):
     waves = tmp_path / "w.fst"
     assert main(["sim", str(MARATHON), "--events", str(MARATHON.parent / "events.csv"), "-o", str(tmp_path / "s.csv"),
-                 "--waves", str(waves), "--simulator", simulator]) == 0
-    # an FST file: its header block (Verilator), or the zlib wrapper around a whole FST (GHDL)
-    assert waves.read_bytes()[:1] in (b"\x00", b"\xfe") and waves.stat().st_size > 1000
+                 "--waves", str(waves), "--simulator", "ghdl"]) == 0
+    # an FST file: GHDL's, the zlib wrapper around a whole FST
+    assert waves.read_bytes()[:1] == b"\xfe" and waves.stat().st_size > 1000
 
 
 def test_checked_query_file_is_required(tmp_path, capsys):

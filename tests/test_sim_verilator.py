@@ -35,15 +35,16 @@ EXAMPLES = ["marathon/marathon.sql", "network/network.sql", "mshape/mshape.sql",
             "finance/finance2/finance2.sql", "finance/finance5/finance5.sql"]
 
 
-# every example with the partitioner cepc picks (a block-RAM table), two with Woods' pipeline partitioner
-@pytest.mark.parametrize("example, partitioner", [(e, "auto") for e in EXAMPLES]
-                         + [(e, "pipeline") for e in ("marathon/marathon.sql", "mshape/mshape.sql")])
-def test_examples_simulate_to_their_expected_files(example, partitioner, tmp_path):
+# every example with the partitioner cepc picks (a block-RAM table); Woods' pipeline partitioner runs
+# the examples in test_sim_ghdl (finance0 and finance2 on generated trades, on both back ends) and
+# test_host_run (marathon, through the board top)
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_examples_simulate_to_their_expected_files(example, tmp_path):
     query = ROOT / "examples" / example
     out = tmp_path / "sim.csv"
     assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(out),
                  "--compare", str(query.parent / "expected.csv"), "--bus-width", "24", "--packet-tuples", "5",
-                 "--stall", "0.3", "--backpressure", "0.5", "--partitioner", partitioner]) == 0
+                 "--stall", "0.3", "--backpressure", "0.5"]) == 0
     assert read(out) == read(query.parent / "expected.csv")
 
 
@@ -66,8 +67,9 @@ CORPUS = [  # seed, bus width, tuples per packet, AFTER MATCH; each with the def
     (1, 8, 1, "CONTINUE"), (2, 64, 7, "SKIP PAST LAST ROW"), (3, 512, 100, "CONTINUE"),
     (4, 24, 13, "SKIP PAST LAST ROW"), (5, 40, 64, "SKIP PAST LAST ROW"), (6, 128, 3, "CONTINUE"),
 ]
-# and half of it with Woods' pipeline partitioner
-CASES = [(*c, "auto") for c in CORPUS] + [(*c, "pipeline") for c in CORPUS[:3]]
+# and one with Woods' pipeline partitioner (test_sim_ghdl's corpus runs buses of 8, 64 and 512 bits on
+# both back ends, one of them on the pipeline; CI's time)
+CASES = [(*c, "auto") for c in CORPUS if c[0] != 2] + [(*CORPUS[1], "pipeline")]
 
 
 def corpus_case(seed: int, after: str, n: int = 3000):
@@ -97,19 +99,7 @@ def test_random_corpus_matches_the_reference(seed, bus_width, packet_tuples, aft
     assert result.rows == want, checked.source.text
 
 
-@pytest.mark.parametrize("seed,after,within,partitioner", [(11, "SKIP PAST LAST ROW", None, "auto"),
-                                                            (12, "CONTINUE", 8, "pipeline"),
-                                                            (13, "SKIP PAST LAST ROW", 20, "auto")])
-def test_random_aggregate_corpus_matches_the_reference(seed, after, within, partitioner):
-    # partial-match registers: aggregates in DEFINE, every kind of measure, WITHIN
-    import test_hw_aggregates as agg
-
-    checked, frame, want = agg.random_case(seed, after, within, 2000, 700)
-    result = simulate(checked, frame, SimOptions(bus_width=64, partitions=8 if partitioner == "pipeline" else None,
-                                                 partitioner=partitioner, stall=0.1, backpressure=0.3,
-                                                 seed=seed, build_root=ROOT / "build" / "sim"))
-    assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
-    assert result.rows == want, checked.source.text
+# (partial-match registers on both back ends: test_sim_ghdl's test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference)
 
 
 @pytest.mark.parametrize("partitioner", ["table", "pipeline"])
@@ -144,7 +134,7 @@ def test_waves(tmp_path):
     waves = tmp_path / "w.fst"
     assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(tmp_path / "s.csv"),
                  "--waves", str(waves)]) == 0
-    assert waves.stat().st_size > 1000
+    assert waves.read_bytes()[:1] == b"\x00" and waves.stat().st_size > 1000  # an FST header block
 
 
 def test_checked_query_file_is_required(tmp_path, capsys):
@@ -205,7 +195,8 @@ def test_dfa_and_no_decoder_simulate_to_the_reference(options):
     frame = generate(checked, 3000, 30, seed=5)
     want = expected_rows(checked, frame)
     assert want
-    result = simulate(checked, frame, SimOptions(bus_width=40, stall=0.2, backpressure=0.3, seed=5,
+    # (64 partitions, not the 32,768 cepc gives network's tables: their memories took most of the build)
+    result = simulate(checked, frame, SimOptions(bus_width=40, partitions=64, stall=0.2, backpressure=0.3, seed=5,
                                                  build_root=ROOT / "build" / "sim", **options))
     assert result.rows == want
     assert result.counters["dropped"] == 0
