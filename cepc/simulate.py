@@ -195,6 +195,7 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
     emitted = work / ".emitted"
     source = _source(opts, work)
     if emitted.is_file() and emitted.read_text() == source.name and source.is_file():
+        top._MustUse__silence = True  # (read for its latency and options: its HDL is the one emitted before)
         return design, top
     # written beside, then moved in only if changed: an unchanged design keeps its timestamps, so
     # the simulators' incremental builds (make, ghdl -m) have nothing to redo

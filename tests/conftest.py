@@ -65,12 +65,20 @@ def pytest_handlecrashitem(crashitem, report, sched):
                                f"its threads' stacks then:\n{stacks}")
 
 
+LONGEST = ("tests/test_synth_flow.py", "tests/test_sizing.py")  # the syntheses: one to three minutes each
+
+
 def pytest_collection_modifyitems(config, items):
-    """The slow tests first, each in its place among them (a stable sort). xdist hands its workers
-    tests in this order: the syntheses, collected late (test_synth_flow), ran at the end, one worker
-    alone on two-minute syntheses while the other had nothing left. Now the short tests fill the
-    end, and with `--dist worksteal` (the Makefile's) an idle worker takes tests queued for the other."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The syntheses first, then the other slow tests, each in its place among them (a stable sort).
+    `--dist worksteal` (the Makefile's) queues the first half of this order on one worker, which runs it
+    in order, and an idle worker takes tests from the end of the other's queue. With the slow tests
+    first but the syntheses, collected late, last among them, a fresh-clone run ended on one worker
+    alone on syntheses while the other had nothing left."""
+    def rank(item):
+        slow = item.get_closest_marker("slow") is not None
+        return (not slow, not (slow and item.nodeid.startswith(LONGEST)))
+
+    items.sort(key=rank)
 
 
 def pytest_unconfigure(config):

@@ -121,8 +121,10 @@ def test_compare_reports_the_first_difference(tmp_path, capsys):
     query = ROOT / "examples" / "marathon" / "marathon.sql"
     wrong = tmp_path / "wrong.csv"
     wrong.write_text("runner,seq,query\n2,3,q0\n4,12,q0\n")
+    # (the options of test_examples_simulate_to_their_expected_files: its build, not one of its own)
     assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(tmp_path / "s.csv"),
-                 "--compare", str(wrong)]) == 1
+                 "--compare", str(wrong), "--bus-width", "24", "--packet-tuples", "5", "--stall", "0.3",
+                 "--backpressure", "0.5"]) == 1
     err = capsys.readouterr().err
     assert "differ at row 2 of 2" in err
     assert "simulation: 4,13,q0" in err and "wrong.csv: 4,12,q0" in err

@@ -39,9 +39,11 @@ BOARDS = {"ulx3s-12f": (4, "30"), "icebreaker": (2, "24")}
 
 
 # (network on the UP5K: test_sizing's test_network_on_the_icebreaker_fits_as_auto_sizes_it, which makes
-# the same checks of the flow on the table partitioner --partitioner auto picks there)
+# the same checks of the flow on the table partitioner --partitioner auto picks there; it is network's
+# synthesis, as the ECP5's flow is marathon's and mshape's here, for CI's time: 181 s on the 12F)
 @pytest.mark.parametrize("example, board", [(e, b) for e in EXAMPLES for b in BOARDS
-                                            if not (b == "icebreaker" and e.split("/")[0] in ("mshape", "network"))])
+                                            if not (b == "icebreaker" and e.split("/")[0] in ("mshape", "network"))
+                                            and not (b == "ulx3s-12f" and e.startswith("network"))])
 def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, capsys, monkeypatch):
     from cepc.synth import flow
 
