@@ -174,3 +174,33 @@ def test_the_update_cycles_option(tmp_path, capsys):
         code, err = compile_("mshape/mshape.sql", "--partitioner", "pipeline", "--update-cycles", "2", out=out)
         assert code == 1, err
         assert err.strip().splitlines()[-1].startswith("error: --update-cycles 2 is the table partitioner's"), err
+
+
+def test_memory_contents_are_written_as_amaranth_writes_them():
+    # cepc writes a memory's initial contents as one constant (Amaranth builds it a bit at a time,
+    # a quarter of a partition table's emission); the RTLIL must be Amaranth's own, bit for bit
+    from amaranth.back import rtlil
+    from amaranth.hdl import Module, signed
+    from amaranth.lib import wiring
+    from amaranth.lib.memory import Memory
+    from amaranth.lib.wiring import Out
+
+    from cepc.emit.verilog import rtlil_text
+
+    contents = [(8, [1, 2, 0x80, 0xFF, 0]), (signed(5), [-1, -16, 15, 0, 7, -3]), (1, [1, 0, 1])]
+
+    class Memories(wiring.Component):
+        def __init__(self):
+            super().__init__({f"data{i}": Out(shape) for i, (shape, _) in enumerate(contents)})
+
+        def elaborate(self, platform):
+            m = Module()
+            for i, (shape, init) in enumerate(contents):
+                m.submodules[f"mem{i}"] = mem = Memory(shape=shape, depth=len(init) + 2, init=init)
+                m.d.comb += getattr(self, f"data{i}").eq(mem.read_port(domain="comb").data)
+            return m
+
+    text = rtlil_text(Memories(), "top")
+    assert text == rtlil.convert(Memories(), name="top", emit_src=False)
+    assert text.count("$meminit_v2") == 3
+    assert rtlil.ModuleEmitter.emit_memory.__module__.startswith("amaranth")  # restored afterwards

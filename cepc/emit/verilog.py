@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 from amaranth._toolchain.yosys import find_yosys
 from amaranth.back import rtlil
+from amaranth.hdl import _nir
 
 from ..hw.top import Top
 from ..plan import DesignPlan
@@ -31,9 +33,52 @@ LINT_WAIVERS = {
 }
 
 
+def _emit_memory(self, cell_idx, cell):
+    """Amaranth's ``ModuleEmitter.emit_memory`` (0.5), the initial contents written as one constant.
+
+    Amaranth builds that constant a net at a time, a Python object per bit: for a partition table
+    (finance2's 1,024 partitions are 1.9 M bits of zeros) it was a quarter of the design's
+    emission. The text is the same, bit for bit (tests/test_emit_verilog.py compares them)."""
+    if cell.width * cell.depth == 0:
+        return _AMARANTH_EMIT_MEMORY(self, cell_idx, cell)
+    memory_info = self.memories[cell_idx]
+    mask = (1 << cell.width) - 1
+    data = "".join(format(row & mask, f"0{cell.width}b") for row in reversed(cell.init))
+    self.builder.cell("$meminit_v2", ports={
+        "ADDR": self.sigspec(),
+        "DATA": f"{cell.width * cell.depth}'{data}",
+        "EN": self.sigspec(_nir.Value.ones(cell.width)),
+    }, parameters={
+        "MEMID": memory_info.memid,
+        "ABITS": 0,
+        "WIDTH": cell.width,
+        "WORDS": cell.depth,
+        "PRIORITY": 0,
+    }, src_loc=cell.src_loc)
+
+
+_AMARANTH_EMIT_MEMORY = rtlil.ModuleEmitter.emit_memory
+
+
+@contextlib.contextmanager
+def fast_memory_init():
+    """Within it, Amaranth's RTLIL back end writes memories' initial contents with :func:`_emit_memory`."""
+    rtlil.ModuleEmitter.emit_memory = _emit_memory
+    try:
+        yield
+    finally:
+        rtlil.ModuleEmitter.emit_memory = _AMARANTH_EMIT_MEMORY
+
+
+def rtlil_text(top, name: str) -> str:
+    """``top`` as RTLIL, as Amaranth's ``rtlil.convert`` writes it, without source locations."""
+    with fast_memory_init():
+        return rtlil.convert(top, name=name, emit_src=False)
+
+
 def _flat_verilog(top: Top, name: str) -> str:
     """One flat module: Amaranth → RTLIL → Yosys (flatten, purge unused nets) → Verilog."""
-    il = rtlil.convert(top, name=name, emit_src=False)
+    il = rtlil_text(top, name)
     yosys = find_yosys(lambda ver: ver >= (0, 40))
     script = [
         f"read_rtlil <<rtlil\n{il}\nrtlil",
@@ -56,7 +101,7 @@ def emit(design: DesignPlan, top: Top, output: Path, hdl: str, name: str, option
         waivers = "".join(f"// {rule}: {why}\n/* verilator lint_off {rule} */\n" for rule, why in LINT_WAIVERS.items())
         text = header(design, top, text_options, "//") + "//\n// Lint waivers:\n" + waivers + _flat_verilog(top, name)
     elif hdl == "rtlil":
-        text = header(design, top, text_options, "#") + rtlil.convert(top, name=name, emit_src=False)
+        text = header(design, top, text_options, "#") + rtlil_text(top, name)
     else:
         raise ValueError(f"unknown HDL {hdl!r}")
     output.write_text(text)

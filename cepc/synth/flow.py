@@ -491,6 +491,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
            progress: Progress) -> SynthResult:
     """The board top with ``choice``'s partitioner, through Yosys, nextpnr and the packer."""
     from ..cli import _hazards
+    from ..emit.verilog import fast_memory_init
     from ..hw.board_top import BoardTop
     from ..hw.devices import DEVICES
     from ..hw.replica import Replica
@@ -531,10 +532,11 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         if fam == "ice40" else {}
     if ld.netlist is not None:  # read by Yosys beside the board top's RTLIL
         platform.add_file(ld.netlist.name, ld.netlist.read_text())
-    plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
-                            script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*\n"
-                                              + no_collisions_script(),
-                            script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
+    with fast_memory_init():
+        plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
+                                script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*\n"
+                                                  + no_collisions_script(),
+                                script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
     plan.extract(str(out))
     seconds["elaborate"] = time.perf_counter() - t0
 
