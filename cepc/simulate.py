@@ -237,7 +237,7 @@ def _build_verilator(opts: SimOptions, work: Path) -> _Build:
     from cocotb_tools.runner import get_runner
 
     runner = get_runner("verilator")
-    build_args = ["-Wno-fatal", "--x-assign", "0", "--x-initial", "0", *_ports_only(_source(opts, work), TOP)]
+    build_args = _verilator_args(_source(opts, work), TOP)
     if opts.waves:
         build_args.append("--trace-fst")
     log = work / "build.log"
@@ -509,8 +509,7 @@ class LinkSimulation:
         log = work / "build.log"
         try:
             runner.build(sources=sources, hdl_toplevel=self.TOP, build_dir=work / "obj",
-                         build_args=["-Wno-fatal", "--x-assign", "0", "--x-initial", "0",
-                                     *_ports_only(source, self.TOP)], log_file=log)
+                         build_args=_verilator_args(source, self.TOP), log_file=log)
         except (SystemExit, Exception):
             tail = log.read_text()[-3000:] if log.exists() else ""
             raise ToolError("Verilator failed to build the host link", ["verilator", str(source)], tail) from None
@@ -558,6 +557,12 @@ class LinkSimulation:
                 self.counts = json.loads(self._files["done"].read_text())
         finally:
             self._lock.close()
+
+
+def _verilator_args(source: Path, top: str) -> list[str]:
+    """What every Verilator build of cepc's takes (the design's and the host link's): warnings not
+    fatal, X's as 0, and only ``top``'s ports public."""
+    return ["-Wno-fatal", "--x-assign", "0", "--x-initial", "0", *_ports_only(source, top)]
 
 
 def _ports_only(source: Path, top: str) -> list[str]:
