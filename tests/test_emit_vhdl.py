@@ -360,6 +360,10 @@ def test_on_ecp5_the_table_is_dp16kd_cells_read_through_their_output_registers(q
     cells = re.findall(r"^\s*DP16KD #\((.*?)\)\s*\n\s*\w+ \(", text, re.M | re.S)
     ways, banks = (1, 4) if mode == 1 else (4, 1)
     assert len(cells) >= ways * banks and len(cells) % (ways * banks) == 0
+    # each bank's way takes its read address and its write from registers of its own beside it: a
+    # module each in GHDL's netlist (cepc synth keeps them apart)
+    copies = re.findall(r"^\s*(cepc_vhdl_replica_\d+) \w+ \(", text, re.M)
+    assert len(copies) == 2 * ways * banks and len(set(copies)) == 2, copies
     for params in cells:
         assert f".DATA_WIDTH_B(32'b{mode:032b})" in params and '.REGMODE_B("OUTREG")' in params
         assert f'.REGMODE_A("{"OUTREG" if mode == 36 else "NOREG"}")' in params and '.GSR("AUTO")' in params

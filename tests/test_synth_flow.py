@@ -94,6 +94,12 @@ def test_the_vhdl_back_end_synthesises_onto_a_board(tmp_path, capsys):
     # host link's buffer takes one more, as for Verilog
     assert netlist.count("DP16KD #(") == 4 and netlist.count('.REGMODE_B("OUTREG")') == 4
     assert r["resources"]["bram"]["used"] == 5
+    # beside each way's blocks, registers of its own (its read address, the write it takes), which
+    # Yosys keeps apart as modules of their own rather than merging them into one register
+    copies = re.findall(r"^\s*(cepc_vhdl_replica_\d+) \w+ \(", netlist, re.M)
+    assert len(copies) == 2 * 4, copies
+    kept = json.loads((out / "cepc_board.stat.json").read_text())["modules"]
+    assert {"\\" + c for c in copies} <= set(kept), sorted(kept)
     # its partitioner's and core's logic is all there (Verilog, the same options: 2,240 LUTs)
     assert r["resources"]["lut"]["used"] > 2000 and r["resources"]["ff"]["used"] > 2000
 

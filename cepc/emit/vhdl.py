@@ -419,7 +419,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
     depth = partitioner_depth(design, top.partitions, top.partitioner, top.update_cycles)
     entity = {part: f"{name}_{part}" for part in
               ("framer", "decoder", "delay_line", "fifo", "pipeline_partitioner", "partition_element",
-               "partition_tail", "table_partitioner", "single_partition")}
+               "partition_tail", "table_partitioner", "single_partition", "replica")}
 
     # the decoder: fields as named signals, one named signal per predicate
     dec = Names(["tuple_data", "preds", "to_u1", "rtl"])

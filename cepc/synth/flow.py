@@ -496,6 +496,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     from ..hw.devices import DEVICES
     from ..hw.replica import Replica
     from ..hw.top import update_cycles_for
+    from .vhdl import MODULE as VHDL_MODULE
 
     platform = plat_cls()
     partitions = choice.partitions
@@ -535,6 +536,8 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     with fast_memory_init():
         plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
                                 script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*\n"
+                                                  # (the VHDL's copies: GHDL writes a module per entity)
+                                                  f"setattr -mod -set keep_hierarchy 1 {VHDL_MODULE}_replica_*\n"
                                                   + no_collisions_script(),
                                 script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
     plan.extract(str(out))
