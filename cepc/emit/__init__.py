@@ -16,6 +16,7 @@ def emit(design, top, output: Path, hdl: str, name: str, options: dict, primitiv
 
         return vhdl.emit(design, top, output, name, options, primitives, models)
     if primitives:
+        top._MustUse__silence = True  # (never elaborated: no Verilog is made)
         raise ValueError("device primitives are the VHDL's")
     from . import verilog
 

@@ -579,12 +579,12 @@ def render(design: DesignPlan, top: Top, name: str, options: dict, primitives: s
     Yosys maps without that register); for synthesis, where the component is the device's cell
     (:mod:`cepc.synth.vhdl`). With ``models``, the file also holds a behavioural DP16KD, for a
     simulator."""
+    top._MustUse__silence = True  # Amaranth never elaborates this Top: the VHDL comes from the plan
     if not is_identifier(name):
         raise ValueError(f"--top must be a VHDL identifier, not {name!r}")
     problem = unsupported(design)
     if problem:
         raise ValueError(problem)
-    top._MustUse__silence = True  # Amaranth never elaborates this Top: the VHDL comes from the plan
     return environment().get_template("design.vhd.j2").render(context(design, top, name, options, primitives, models))
 
 
