@@ -220,6 +220,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
         link = HostLink(inner, clock_hz=int(round(clock_hz)), link_hz=int(round(link_hz)), baud=baud, divisor=div,
                         buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=did, held=held)
     except ValueError as e:
+        top._MustUse__silence = inner._MustUse__silence = True  # (no board is made of them)
         raise UsageError(str(e)) from None
     side["host_link"] = {"protocol_version": protocol.VERSION, "design_id": did, "clock_hz": int(round(clock_hz)),
                          "link_clock_hz": int(round(link_hz)), "baud": baud, "divisor": div, "buffer_bytes": buffer_bytes, "buffer_frames": buffer_frames}
