@@ -165,35 +165,45 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", 
     return 7 + partitioner_depth(design, partitions, partitioner, update_cycles) + lag
 
 
+def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: str, evict_after: int | None,
+              decoder: bool, update_cycles: int, hazards: str) -> None:
+    """ValueError, saying why, for options a :class:`Top` of ``design`` cannot be built with."""
+    check_options(bus_width, partitions, partitioner, evict_after)
+    if update_cycles not in (1, 2):
+        raise ValueError(f"a key's update takes 1 or 2 cycles, not {update_cycles}")
+    if update_cycles == 2 and partitioner != "table":
+        raise ValueError("the two-cycle update is the table partitioner's (--partitioner table)")
+    if hazards not in HAZARDS:
+        raise ValueError(f"--hazards is forward or stall, not {hazards!r}")
+    if hazards == "stall" and partitioner != "table":
+        raise ValueError("--hazards stall is the table partitioner's (--partitioner table)")
+    if not decoder and any(q.dfa is not None for q in design.queries):
+        raise ValueError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
+    if not design.queries:
+        raise ValueError("the design has no query")
+
+
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
                  decoder: bool = True, update_cycles: int = 1, hazards: str = "forward"):
-        check_options(bus_width, partitions, partitioner, evict_after)
-        if update_cycles not in (1, 2):
-            raise ValueError(f"a key's update takes 1 or 2 cycles, not {update_cycles}")
-        if update_cycles == 2 and partitioner != "table":
-            raise ValueError("the two-cycle update is the table partitioner's (--partitioner table)")
+        try:
+            check_top(design, bus_width, partitions, partitioner, evict_after, decoder, update_cycles, hazards)
+        except ValueError:
+            self._MustUse__silence = True  # (refused: never elaborated, nothing to warn of when it is collected)
+            raise
         # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
         # with the tuple just before it waits a cycle (no effect without PARTITION BY)
         self.update_cycles = update_cycles if keyed(design) else 1
-        if hazards not in HAZARDS:
-            raise ValueError(f"--hazards is forward or stall, not {hazards!r}")
-        if hazards == "stall" and partitioner != "table":
-            raise ValueError("--hazards stall is the table partitioner's (--partitioner table)")
         # stall: a table forwards nothing, and a tuple waits while a key of its bucket is in flight
         # (no effect without PARTITION BY)
         self.hazards = hazards if keyed(design) else "forward"
-        if not decoder and any(q.dfa is not None for q in design.queries):
-            raise ValueError("--no-decoder applies to the NFA; a DFA reads the shared decoder's predicate vector")
         # False (--no-decoder): the NFA cores of queries without partial-match registers evaluate each
         # state's predicate themselves (Woods et al. Fig. 12); the others still use the decoder
         self.decoder = decoder
         self.evict_after = evict_after
         self.partitioner = partitioner
         self.ways = ways  # of a hashed table (default: TablePartitioner's)
-        if not design.queries:
-            raise ValueError("the design has no query")
         self.design = design
         self.bus_width = bus_width
         self.partitions = partitions
