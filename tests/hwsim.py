@@ -8,7 +8,10 @@ gaps, and records are taken with random ``tready`` backpressure.
 
 from __future__ import annotations
 
+import gc
 import random
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -155,3 +158,25 @@ def run_and_compare(checked: Checked, frame: pd.DataFrame, max_length: int | Non
     assert result.counters["tuples_in"] == len(frame)
     assert result.counters["matches_out"] == len(result.records)
     return result
+
+
+@contextmanager
+def unused_elaboratables():
+    """The ``UnusedElaboratable`` warnings of what was made inside the block and dropped unelaborated,
+    as a list of their messages, filled as the block ends (after a garbage collection: such objects sit
+    in reference cycles). Amaranth holds the warning back until something is elaborated in the process;
+    the block enables it, as in a full run, where pytest reported it under whichever later test the
+    collector happened to run in."""
+    from amaranth.hdl import UnusedElaboratable
+
+    found: list[str] = []
+    held = UnusedElaboratable.__dict__.get("_MustUse__silence")
+    UnusedElaboratable._MustUse__silence = False
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield found
+            gc.collect()
+        found += [str(w.message) for w in caught if w.category is UnusedElaboratable]
+    finally:
+        UnusedElaboratable._MustUse__silence = held

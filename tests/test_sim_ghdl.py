@@ -10,11 +10,9 @@ every test uses its own design options, so parallel workers never share a build 
 from __future__ import annotations
 
 import csv
-import gc
 import os
 import random
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +30,7 @@ from cepc.nfa.lower import lower
 from cepc.simulate import SimOptions, SimResult, simulate
 
 import patterns as pt
+from hwsim import unused_elaboratables
 from oracle import expected_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -625,21 +624,13 @@ def test_the_ecp5_block_ram_is_cycle_exact_with_the_inferred_one(example, partit
     assert ecp5.timing == inferred.timing
 
 
-def test_device_primitives_are_for_ghdl(tmp_path, monkeypatch):
-    from amaranth.hdl import UnusedElaboratable
-
+def test_device_primitives_are_for_ghdl(tmp_path):
     from cepc.errors import UsageError
     from cepc.gen import generate
 
     checked = check(parse_file(MARATHON))
     frame = generate(checked, 10, 2, seed=1)
-    # (Amaranth holds the warning back until something is elaborated in the process, as in a full run)
-    monkeypatch.setattr(UnusedElaboratable, "_MustUse__silence", False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with unused_elaboratables() as unused:
         with pytest.raises(UsageError, match="simulate them with GHDL"):
             simulate(checked, frame, SimOptions(simulator="verilator", primitives="ecp5", build_root=tmp_path))
-        gc.collect()
-    # the Top made for it, never elaborated, says nothing when it is collected (pytest reported such a
-    # warning under whichever later test the collector happened to run in)
-    assert [str(w.message) for w in caught if w.category is UnusedElaboratable] == []
+    assert unused == []  # the Top made for it, never elaborated, says nothing when it is collected
