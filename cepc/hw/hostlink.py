@@ -27,7 +27,7 @@ from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
-from . import ecp5
+from . import ecp5, refusing
 from .cdc import Fetch, StreamCDC
 from .counter import increment
 from .replica import Replica, small_die
@@ -75,19 +75,17 @@ class HostLink(wiring.Component):
                  buffer_frames: int = 16, design_id: int = 0, link_hz: int | None = None,
                  held: bool | None = None):
         link_hz = clock_hz if link_hz is None else link_hz
-        problem = None
-        if top.bus_width != 8:
-            problem = f"the host link feeds the design one byte per cycle: its bus width must be 8, not {top.bus_width}"
-        elif buffer_bytes < 256 or buffer_bytes & (buffer_bytes - 1) or buffer_bytes >= 1 << 16:
-            problem = f"the receive buffer must be a power of two from 256 to 32768 bytes, not {buffer_bytes}"
-        elif not 1 <= buffer_frames <= 255:
-            problem = f"the receive buffer holds 1 to 255 frames, not {buffer_frames}"
-        elif link_hz > clock_hz:
-            problem = (f"the link's clock ({link_hz / 1e6:g} MHz) must not be faster than the design's "
-                       f"({clock_hz / 1e6:g} MHz)")
-        if problem:
-            self._MustUse__silence = True  # (refused: never elaborated, nothing to warn of when it is collected)
-            raise ValueError(problem)
+        with refusing(self):
+            if top.bus_width != 8:
+                raise ValueError(f"the host link feeds the design one byte per cycle: its bus width must be 8, "
+                                 f"not {top.bus_width}")
+            if buffer_bytes < 256 or buffer_bytes & (buffer_bytes - 1) or buffer_bytes >= 1 << 16:
+                raise ValueError(f"the receive buffer must be a power of two from 256 to 32768 bytes, not {buffer_bytes}")
+            if not 1 <= buffer_frames <= 255:
+                raise ValueError(f"the receive buffer holds 1 to 255 frames, not {buffer_frames}")
+            if link_hz > clock_hz:
+                raise ValueError(f"the link's clock ({link_hz / 1e6:g} MHz) must not be faster than the design's "
+                                 f"({clock_hz / 1e6:g} MHz)")
         self.top = top
         self.clock_hz, self.link_hz, self.baud, self.divisor = int(clock_hz), int(link_hz), int(baud), divisor
         self.buffer_bytes, self.buffer_frames = buffer_bytes, buffer_frames

@@ -33,6 +33,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..plan import DesignPlan, QueryPlan, TuplePlan
+from . import refusing
 from .arbiter import RoundRobin
 from .counter import add, count_late, increment
 from .decoder import PredicateDecoder
@@ -187,11 +188,8 @@ class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
                  decoder: bool = True, update_cycles: int = 1, hazards: str = "forward"):
-        try:
+        with refusing(self):
             check_top(design, bus_width, partitions, partitioner, evict_after, decoder, update_cycles, hazards)
-        except ValueError:
-            self._MustUse__silence = True  # (refused: never elaborated, nothing to warn of when it is collected)
-            raise
         # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
         # with the tuple just before it waits a cycle (no effect without PARTITION BY)
         self.update_cycles = update_cycles if keyed(design) else 1
