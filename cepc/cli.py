@@ -203,6 +203,16 @@ def cmd_sim(args) -> int:
     return main_sim(args)
 
 
+def _freq(text: str) -> float | str:
+    """--freq: MHz, or ``max``."""
+    if text.strip().lower() == "max":
+        return "max"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a clock in MHz or max, not {text!r}") from None
+
+
 def cmd_synth(args) -> int:
     import json
 
@@ -212,7 +222,9 @@ def cmd_synth(args) -> int:
 
     console = Console(stderr=True)
     checked = _load(args.query)
-    opts = flow.SynthOptions(board=args.board, out_dir=Path(args.output) if args.output else None, freq_mhz=args.freq,
+    fastest = args.freq == "max"
+    opts = flow.SynthOptions(board=args.board, out_dir=Path(args.output) if args.output else None,
+                             freq_mhz=None if fastest else args.freq, fastest=fastest,
                              baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
                              evict_after=args.evict_after,
                              max_length=args.max_match_length, seed=args.seed, router=args.router, placer=args.placer,
@@ -452,8 +464,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="ulx3s-85f, ulx3s-45f, ulx3s-25f, ulx3s-12f, icebreaker, colorlight-5a-75b")
     c.add_argument("-o", "--output", metavar="DIR", help="build directory (default: build/synth/BOARD)")
     c.add_argument("--report", metavar="R.json", help="also write the report (resources, Fmax, timing) here")
-    c.add_argument("--freq", type=float, metavar="MHZ",
-                   help="clock the PLL makes, the timing target (default: the board's, 150 on ECP5, 51 on iCE40)")
+    c.add_argument("--freq", type=_freq, metavar="MHZ",
+                   help="clock the PLL makes, the timing target (default: the board's, 150 on ECP5, 51 on iCE40); "
+                        "max: the board's, then, while the design misses it, built again at the fastest clock the "
+                        "PLL makes at or below what it reached (3 builds at most)")
     c.add_argument("--baud", type=int, metavar="B", help="host link baud rate (default: the board's, 3000000 "
                    "on boards with an FTDI)")
     c.add_argument("--partitioner", choices=["auto", "table", "pipeline"], default="auto",

@@ -130,6 +130,44 @@ def test_mshape_does_not_fit_the_up5k_and_says_so(tmp_path, capsys):
                      capsys.readouterr().err, re.M)
 
 
+def test_freq_max_builds_again_below_what_the_clock_reached(tmp_path):
+    # the UP5K cannot run marathon at 100 MHz: --freq max builds again at the fastest clock the PLL makes
+    # at least FASTEST_MARGIN below what the last build reached, until one meets its clock, and the
+    # report gives every build (the CLI's `--freq max` starts at the board's clock, which this board
+    # may meet at once)
+    from cepc.cli import _load
+    from cepc.synth import flow
+
+    notes = []
+    opts = flow.SynthOptions(board="icebreaker", out_dir=tmp_path / "build", freq_mhz=100, fastest=True,
+                             partitioner="pipeline", partitions=2)
+    result = flow.synthesize(_load(str(ROOT / "examples" / "marathon" / "marathon.sql")), opts, notes.append)
+    builds = result.summary["freq_builds"]
+    assert builds[0]["target_mhz"] == 100.5 and not builds[0]["met"]
+    assert 2 <= len(builds) <= flow.FASTEST_BUILDS
+    for before, after in zip(builds, builds[1:]):
+        assert not before["met"]
+        below = before["achieved_mhz"] * (1 - flow.FASTEST_MARGIN)
+        assert after["target_mhz"] == round(flow.pll_at_most("ice40", 12e6, below, 115200).output_hz / 1e6, 3)
+        assert after["target_mhz"] <= below
+    last = builds[-1]
+    assert result.summary["options"]["clock_mhz"] == last["target_mhz"] and result.report.timing_met == last["met"]
+    assert last["met"] or len(builds) == flow.FASTEST_BUILDS
+    assert json.loads((tmp_path / "build" / "report.json").read_text())["freq_builds"] == builds
+    assert notes.count(next(n for n in notes if n.startswith("note: --freq max: 100.5 MHz missed (the design's "
+                                                                 "clock reached "))) == 1
+    if last["met"]:
+        assert result.summary["suggested_freq_mhz"] is None and result.bitstream.exists()
+        assert notes[-1].startswith(f"note: --freq max: timing met at {last['target_mhz']:g} MHz, build {len(builds)}")
+
+
+def test_freq_is_a_clock_or_max(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "icebreaker",
+              "--freq", "fast", "-o", str(tmp_path)])
+    assert "argument --freq: a clock in MHz or max, not 'fast'" in capsys.readouterr().err
+
+
 def test_a_clock_the_pll_cannot_make_is_a_usage_error(tmp_path, capsys):
     assert main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "icebreaker",
                  "--freq", "900", "-o", str(tmp_path)]) == 1

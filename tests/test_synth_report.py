@@ -68,6 +68,27 @@ def test_timing_error_names_the_clock_the_numbers_and_the_path():
                                  "build/cepc_board.bin)")
 
 
+def test_timing_error_names_a_clock_to_ask_for_and_the_builds_of_freq_max():
+    report, stat = load("ice40_marathon")
+    r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
+    builds = [{"target_mhz": 100.5, "achieved_mhz": 51.44, "met": False},
+              {"target_mhz": 49.5, "achieved_mhz": 49.1, "met": False}]
+    with pytest.raises(TimingError) as e:
+        flow.check_timing(flow.SynthResult(r, {"suggested_freq_mhz": 30.75, "freq_builds": builds}, None))
+    msg = str(e.value)
+    assert "; --freq max built 2 times (100.5 MHz reached 51.4, 49.5 MHz reached 49.1); " in msg
+    assert ("; lower --freq: 30.75 MHz is the fastest the PLL makes at least 3% below what this placement reached "
+            in msg) and msg.endswith("(the bitstream was not written; --allow-timing-fail writes it anyway)")
+
+
+def test_a_clock_missed_by_less_than_a_percent_says_by_how_much():
+    report, stat = load("ice40_marathon")
+    r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48",
+                  targets_mhz={"clk": 32.0})
+    with pytest.raises(TimingError, match=r"reaches 31\.9 MHz, the target is 32\.0 MHz \(-0\.[1-9]%\)"):
+        flow.check_timing(flow.SynthResult(r, {}, None))
+
+
 def test_does_not_fit_is_read_from_the_log():
     log = (FIXTURES / "ice40_does_not_fit.log").read_text()
     bel, use = rep.placement_failure(log)

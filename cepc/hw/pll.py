@@ -61,9 +61,14 @@ class Ecp5Pll:
         )
 
 
-def ecp5_pll(input_hz: float, output_hz: float) -> Ecp5Pll:
+# (an output "at most" a frequency may exceed it by this much: float rounding, not a real clock)
+AT_MOST_SLACK_MHZ = 1e-6
+
+
+def ecp5_pll(input_hz: float, output_hz: float, at_most: bool = False) -> Ecp5Pll:
     """The EHXPLLL dividers whose output is nearest ``output_hz`` (PFD 3.125–400 MHz, VCO
-    400–800 MHz); among equals, the VCO nearest 600 MHz."""
+    400–800 MHz); among equals, the VCO nearest 600 MHz. ``at_most``: the fastest output not above
+    ``output_hz``."""
     best, best_key = None, None
     fin = input_hz / 1e6
     want = output_hz / 1e6
@@ -73,6 +78,8 @@ def ecp5_pll(input_hz: float, output_hz: float) -> Ecp5Pll:
             continue
         for fb in range(1, 81):
             fout = pfd * fb
+            if at_most and fout > want + AT_MOST_SLACK_MHZ:
+                break  # (fout grows with fb)
             for op in range(1, 129):
                 vco = fout * op
                 if not 400 <= vco <= 800:
@@ -81,7 +88,8 @@ def ecp5_pll(input_hz: float, output_hz: float) -> Ecp5Pll:
                 if best_key is None or key < best_key:
                     best, best_key = Ecp5Pll(input_hz, clki, fb, op), key
     if best is None:
-        raise ValueError(f"no ECP5 PLL setting makes {output_hz / 1e6:g} MHz from {input_hz / 1e6:g} MHz")
+        raise ValueError(f"no ECP5 PLL setting makes {'at most ' if at_most else ''}{output_hz / 1e6:g} MHz "
+                         f"from {input_hz / 1e6:g} MHz")
     return best
 
 
@@ -136,9 +144,10 @@ class Ice40Pll:
         )
 
 
-def ice40_pll(input_hz: float, output_hz: float) -> Ice40Pll:
+def ice40_pll(input_hz: float, output_hz: float, at_most: bool = False) -> Ice40Pll:
     """The SB_PLL40 dividers whose output is nearest ``output_hz`` (PFD 10–133 MHz, VCO
-    533–1066 MHz), the first found in icepll's search order among equals."""
+    533–1066 MHz), the first found in icepll's search order among equals. ``at_most``: the fastest
+    output not above ``output_hz``."""
     best, best_err = None, None
     fin, want = input_hz / 1e6, output_hz / 1e6
     for divr in range(16):
@@ -150,11 +159,14 @@ def ice40_pll(input_hz: float, output_hz: float) -> Ice40Pll:
             if not 533 <= vco <= 1066:
                 continue
             for divq in range(1, 7):
+                if at_most and vco / 2 ** divq > want + AT_MOST_SLACK_MHZ:
+                    continue
                 err = abs(vco / 2 ** divq - want)
                 if best_err is None or err < best_err - 1e-9:
                     best, best_err = Ice40Pll(input_hz, divr, divf, divq), err
     if best is None:
-        raise ValueError(f"no iCE40 PLL setting makes {output_hz / 1e6:g} MHz from {input_hz / 1e6:g} MHz")
+        raise ValueError(f"no iCE40 PLL setting makes {'at most ' if at_most else ''}{output_hz / 1e6:g} MHz "
+                         f"from {input_hz / 1e6:g} MHz")
     return best
 
 

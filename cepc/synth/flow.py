@@ -76,6 +76,9 @@ class SynthOptions:
     evict_after: int | None = None
     max_length: int | None = None
     seed: int = 1
+    # --freq max: build at freq_mhz (or the board's), then, while the design's clock misses, again at
+    # the fastest clock the PLL makes at or below what it reached (FASTEST_BUILDS in all)
+    fastest: bool = False
     router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
     placer: str = "auto"  # nextpnr's placer: auto (see placer_for()), heap or static
     update_cycles: str = "auto"  # a key's update: 1 or 2 cycles (cepc.hw.top.update_cycles_for)
@@ -109,6 +112,13 @@ PLACER_CHOICES = ("auto", "heap", "static")
 # flip-flops; routed on static placement only), mshape 22 %, finance5 19 %, finance0 18 % (each routed
 # on both, faster on HeAP's), network and marathon less.
 STATIC_FF_SHARE = 0.30
+# --freq max: at most this many builds, each after the first at the fastest clock the PLL makes at or
+# below FASTEST_MARGIN under what the last reached. A placement at another target reaches about what
+# the one before did, but not to the percent: nextpnr's timing-driven placer, given a target it can
+# just reach, tends to stop just short of it (marathon on the UP5K, asked for 100.5 MHz, reached 51.4;
+# at 51 MHz then 50.8, and at 50.25 MHz 50.0).
+FASTEST_BUILDS = 3
+FASTEST_MARGIN = 0.03
 
 
 def placer_for(family: str, choice: str, flip_flops: int, device) -> tuple[str, str]:
@@ -471,8 +481,11 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     progress(sizing.describe(choice, device, design))
     if opts.hdl == "vhdl" and fam == "ice40":
         progress("note: " + vhdl_fifos_in_logic(design))
+    def place(choice):
+        return _place_fastest(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
+
     try:
-        return _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
+        return place(choice)
     except FitError as e:
         # `auto` sizes the table by block RAM; whether its logic fits, only nextpnr knows (network's two
         # tables on the UP5K: 6,110 of its 5,280 logic cells). Then Woods' pipeline, a few flip-flops a
@@ -485,7 +498,68 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         progress(f"note: {tables} do not fit {plat_cls.device}: {e.detail}; Woods' pipeline partitioner "
                  f"instead, {choice.partitions} partitions")
         progress(sizing.describe(choice, device, design))
-        return _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
+        return place(choice)
+
+
+def pll_at_most(fam: str, osc_hz: float, mhz: float, baud: int):
+    """The board's PLL at the fastest clock it makes at or below ``mhz`` (on ECP5 with the host link's
+    clock beside it); UsageError if it makes none."""
+    from ..hw.pll import ecp5_pll, ice40_pll, with_link_clock
+
+    try:
+        if fam == "ecp5":
+            return with_link_clock(ecp5_pll(osc_hz, mhz * 1e6, at_most=True), baud)
+        return ice40_pll(osc_hz, mhz * 1e6, at_most=True)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def builds_text(builds: list[dict]) -> str:
+    """--freq max's builds, for the user: each target and what it reached."""
+    return ", ".join(f"{b['target_mhz']:g} MHz reached {b['achieved_mhz']:.1f}" for b in builds)
+
+
+def _place_fastest(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pll, baud: int, checked,
+                   progress: Progress) -> SynthResult:
+    """:func:`_place`; with ``opts.fastest``, again while the design's clock misses, each time at the
+    fastest clock the PLL makes at or below what the last build reached (FASTEST_BUILDS in all). The
+    report gives every build's target and Fmax (``freq_builds``), and, where the clock is missed, the
+    clock to ask for (``suggested_freq_mhz``)."""
+    osc = plat_cls().default_clk_frequency
+    builds = []
+    result = _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
+    while True:
+        clock = result.report.clocks[0] if result.report.clocks else None  # (the design's: sorted first)
+        reached = round(clock.achieved_mhz, 2) if clock else None
+        builds.append({"target_mhz": round(pll.output_hz / 1e6, 3), "achieved_mhz": reached,
+                       "met": result.report.timing_met})
+        suggested = None
+        if clock is not None and not clock.met:
+            try:
+                suggested = pll_at_most(fam, osc, reached * (1 - FASTEST_MARGIN), baud)
+            except UsageError:
+                pass
+        if not opts.fastest or suggested is None or len(builds) == FASTEST_BUILDS:
+            break
+        progress(f"note: --freq max: {pll.output_hz / 1e6:g} MHz missed (the design's clock reached "
+                 f"{reached:.1f} MHz); building again at {suggested.output_hz / 1e6:g} MHz, the fastest "
+                 f"the PLL makes at least {FASTEST_MARGIN:.0%} below that (build {len(builds) + 1} of at most "
+                 f"{FASTEST_BUILDS})")
+        try:
+            again = _place(design, choice, opts, plat_cls, fam, out, suggested, baud, checked, progress)
+        except UsageError as e:  # (a clock the host link cannot run beside: the last build stands)
+            progress(f"note: --freq max: not built at {suggested.output_hz / 1e6:g} MHz: {e}")
+            break
+        pll, result = suggested, again
+    summary = result.summary
+    summary["suggested_freq_mhz"] = round(suggested.output_hz / 1e6, 3) if suggested else None
+    if opts.fastest:
+        summary["freq_builds"] = builds
+        if result.report.timing_met and len(builds) > 1:
+            progress(f"note: --freq max: timing met at {pll.output_hz / 1e6:g} MHz, build {len(builds)} "
+                     f"({builds_text(builds[:-1])})")
+    (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return result
 
 
 def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pll, baud: int, checked,
@@ -637,14 +711,26 @@ def check_timing(result: SynthResult) -> None:
         return
     c = bad[0]
     path = next((p for p in result.report.critical_paths if p.clock == c.name), None)
+    short = c.achieved_mhz / c.target_mhz - 1
+    by = f"{short:+.0%}" if abs(short) >= 0.01 else f"{short:+.1%}"  # (not "-0%")
     msg = (f"timing missed on {result.report.device}: clock {c.name!r} reaches {c.achieved_mhz:.1f} MHz, "
-           f"the target is {c.target_mhz:.1f} MHz ({c.achieved_mhz / c.target_mhz - 1:+.0%})")
+           f"the target is {c.target_mhz:.1f} MHz ({by})")
     if path:
         msg += f"; critical path {path.summary()}"
-    if result.bitstream:  # --allow-timing-fail
-        msg += f"; lower --freq (the bitstream was written anyway, as --allow-timing-fail asks: {result.bitstream})"
+    builds = result.summary.get("freq_builds")
+    if builds and len(builds) > 1:
+        msg += f"; --freq max built {len(builds)} times ({builds_text(builds)})"
+    lower = result.summary.get("suggested_freq_mhz")
+    if c.name == (result.report.clocks[0].name if result.report.clocks else None) and lower:
+        msg += (f"; lower --freq: {lower:g} MHz is the fastest the PLL makes at least {FASTEST_MARGIN:.0%} below "
+                f"what this placement reached (a placement at another target reaches a little more or less), "
+                f"and --freq max builds at such a clock until it is met")
     else:
-        msg += "; lower --freq (the bitstream was not written; --allow-timing-fail writes it anyway)"
+        msg += "; lower --freq"
+    if result.bitstream:  # --allow-timing-fail
+        msg += f" (the bitstream was written anyway, as --allow-timing-fail asks: {result.bitstream})"
+    else:
+        msg += " (the bitstream was not written; --allow-timing-fail writes it anyway)"
     raise TimingError(msg)
 
 
