@@ -43,11 +43,12 @@ TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (t
 
 
 def run_one(example: str, board: str, seed: int, build: Path, partitions: int | None = None,
-            router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto") -> dict:
+            router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto",
+            fastest: bool = False) -> dict:
     checked = check(parse_file(ROOT / EXAMPLES[example]))
     opts = flow.SynthOptions(board=board, out_dir=build / board / (example if hdl == "verilog" else f"{example}-{hdl}"),
                              seed=seed, allow_timing_fail=True, pack=False, partitions=partitions, router=router,
-                             placer=placer, hdl=hdl, hazards=hazards)
+                             placer=placer, hdl=hdl, hazards=hazards, fastest=fastest)
     t0 = time.perf_counter()
     steps = []
     try:
@@ -76,16 +77,20 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
         "tuples_per_second_uart": s["tuples_per_second_uart"],
         "critical_path": s["critical_paths"][0]["summary"] if s["critical_paths"] else None,
         "router": s["router"], "tmg_ripup": s.get("tmg_ripup"), "placer": s["placer"],
+        # (--freq-max: every build's target and Fmax, the last one's clock the one the bitstream runs at)
+        **({"freq_builds": s["freq_builds"], "tuples_per_second_at_clock": s["tuples_per_second_at_clock"]}
+           if fastest else {}),
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
 
 def run_seeds(example: str, board: str, seeds: list[int], build: Path, partitions: int | None = None,
-              router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto") -> dict:
+              router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto",
+              fastest: bool = False) -> dict:
     """The best of ``seeds`` (by Fmax), with every seed's Fmax in ``fmax_by_seed`` and its critical
     path in ``critical_path_by_seed`` (a design that misses on most seeds often misses on several
     paths, one per seed)."""
-    runs = [dict(run_one(example, board, seed, build, partitions, router, placer, hdl, hazards), seed=seed)
+    runs = [dict(run_one(example, board, seed, build, partitions, router, placer, hdl, hazards, fastest), seed=seed)
             for seed in seeds]
     best = max(runs, key=lambda r: r.get("fmax_mhz", -1.0))
     best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}  # (None: the seed failed)
@@ -184,6 +189,33 @@ def hdl_markdown(rows: list[dict], seed: int | str) -> str:
     return "\n".join(lines + critical_paths(rows, hdl=True)) + "\n"
 
 
+def freq_max_markdown(rows: list[dict], seed: int | str) -> str:
+    """--freq-max: the clock each example meets on each board, as `cepc synth --freq max` finds it."""
+    lines = [
+        "# Synthesis: the fastest clock each example meets (`--freq max`)",
+        "",
+        f"`python bench/synth.py --freq-max` (cepc {__version__}): `cepc synth --freq max`'s flow, seed {seed}: built "
+        "at the board's clock, then, while the design's clock misses, again at the fastest clock the PLL makes at "
+        f"least {flow.FASTEST_MARGIN:.0%} below what the last build reached ({flow.FASTEST_BUILDS} builds at most). "
+        "Clock: the last build's, the one the bitstream runs at; tuples/s at it. Target: the issue's, against the "
+        "last build's Fmax.",
+        "",
+        "| example | board | partitions | builds: target MHz → Fmax | clock MHz | met at it | tuples/s at it "
+        "| issue's target | flow s |",
+        "|---|---|---:|---|---:|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['example']} | {r['board']} | | **no**: {r['error']} | | | | {r['target_mhz']:g} "
+                         f"| {r['seconds']} |")
+            continue
+        builds = ", ".join(f"{b['target_mhz']:g} → {b['achieved_mhz']:.1f}" for b in r["freq_builds"])
+        lines.append(f"| {r['example']} | {r['board']} | {r['partitions']} | {builds} | {r['clock_mhz']:g} "
+                     f"| {'yes' if r['clock_met'] else '**no**'} | {r['tuples_per_second_at_clock']:,.0f} "
+                     f"| {r['target_mhz']:g}: {'met' if r['met'] else '**missed**'} | {r['seconds']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--boards", default=",".join(TARGETS_MHZ))
@@ -200,6 +232,9 @@ def main() -> int:
                         "vhdl and both write synth-hdl.json and .md (default: verilog)")
     p.add_argument("--hazards", choices=["auto", "forward", "stall"], default="auto",
                    help="the tables' writes in flight, as cepc synth --hazards (default: auto)")
+    p.add_argument("--freq-max", action="store_true",
+                   help="as cepc synth --freq max: each row the fastest clock the design meets, in "
+                        "synth-freq-max.json and .md")
     p.add_argument("--build", default=str(ROOT / "build" / "bench-synth"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
@@ -211,16 +246,18 @@ def main() -> int:
             for hdl in hdls:
                 print(f"== {example} on {board} ({hdl})", file=sys.stderr, flush=True)
                 row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router, args.placer,
-                                hdl, args.hazards)
+                                hdl, args.hazards, args.freq_max)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # (--hazards stall: rows of their own, beside the default's)
-    name = ("synth" if args.hdl == "verilog" else "synth-hdl") + ("-stall" if args.hazards == "stall" else "")
+    name = ("synth" if args.hdl == "verilog" else "synth-hdl") + ("-stall" if args.hazards == "stall" else "") + \
+        ("-freq-max" if args.freq_max else "")
     (out / f"{name}.json").write_text(json.dumps({"cepc_version": __version__, "seeds": seeds, "results": rows},
                                                  indent=2) + "\n")
-    (out / f"{name}.md").write_text(markdown(rows, args.seeds) if args.hdl == "verilog"
+    (out / f"{name}.md").write_text(freq_max_markdown(rows, args.seeds) if args.freq_max else
+                                    markdown(rows, args.seeds) if args.hdl == "verilog"
                                     else hdl_markdown(rows, args.seeds))
     missed = [r for r in rows if not r["met"]]
     for r in missed:

@@ -27,17 +27,18 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
     routers = []
 
     def run_one(example, board, seed, build, partitions=None, router="auto", placer="heap", hdl="verilog",
-                hazards="auto"):
-        routers.append((router, placer, hdl, hazards))
+                hazards="auto", fastest=False):
+        routers.append((router, placer, hdl, hazards, fastest))
         if seed == 1:
             return {"example": example, "board": board, "error": error, "target_mhz": 50.0, "met": False,
                     "seconds": 90.0}
         return dict(placed)
 
     monkeypatch.setattr(bench, "run_one", run_one)
-    row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static", hazards="stall")
-    # bench/synth.py --router, --placer and --hazards, every seed
-    assert routers == [("router1", "static", "verilog", "stall")] * 2
+    row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static", hazards="stall",
+                          fastest=True)
+    # bench/synth.py --router, --placer, --hazards and --freq-max, every seed
+    assert routers == [("router1", "static", "verilog", "stall", True)] * 2
     assert row["fmax_mhz"] == 40.11 and row["seed"] == 3 and row["seconds"] == 390.0
     assert row["fmax_by_seed"] == {"1": None, "3": 40.11} and row["errors_by_seed"] == {"1": error}
     assert "40.1 (seed 1: failed, seed 3: 40.1)" in bench.markdown([row], "1,3")
@@ -75,3 +76,18 @@ def test_the_vhdl_rows_are_ratios_of_the_verilog_ones():
     text = bench.hdl_markdown([dict(verilog, example="network", board="icebreaker", lut=4755, ff=3238, bram=30,
                                     fmax_mhz=48.14, partitions=256), failed], 1)
     assert "| network | icebreaker | 256 | 4,755 | | | 3,238 | | | 30 | | 48.1 | **vhdl: the design does not fit** | |" in text
+
+
+def test_the_freq_max_rows_give_every_build_and_the_clock_met():
+    # bench/synth.py --freq-max (synth-freq-max.md): each build's target and Fmax, the clock it ends at
+    bench = load_bench()
+    row = {"example": "finance0", "board": "ulx3s-85f", "partitions": 2048, "clock_mhz": 115.0, "clock_met": True,
+           "fmax_mhz": 117.2, "target_mhz": 150.0, "met": False, "tuples_per_second_at_clock": 115000000,
+           "seconds": 812.5, "freq_builds": [{"target_mhz": 150.0, "achieved_mhz": 118.83, "met": False},
+                                             {"target_mhz": 115.0, "achieved_mhz": 117.2, "met": True}]}
+    text = bench.freq_max_markdown([row], 1)
+    assert ("| finance0 | ulx3s-85f | 2048 | 150 → 118.8, 115 → 117.2 | 115 | yes | 115,000,000 | 150: **missed** "
+            "| 812.5 |") in text
+    failed = {"example": "finance0", "board": "icebreaker", "error": "the design does not fit", "target_mhz": 50.0,
+              "seconds": 0.4}
+    assert "| finance0 | icebreaker | | **no**: the design does not fit | | | | 50 | 0.4 |" in bench.freq_max_markdown([failed], 1)
