@@ -394,3 +394,65 @@ def test_yosys_maps_an_ice40_design_for_its_own_parts_timing():
     assert [flow.ice40_timing(p) for p in ("iCE40HX8K", "iCE40LP1K", "iCE40UP5K")] == ["hx", "lp", "u"]
     with pytest.raises(ValueError, match="no Yosys timing model for the iCE40 part iCE40XX1K"):
         flow.ice40_timing("iCE40XX1K")
+
+
+def freq_max(tmp_path, reach, monkeypatch):
+    """--freq max's builds on the iCEBreaker from 51 MHz, each build's clock reaching ``reach(target)`` MHz
+    (None: the build refused). flow._place stands in for the retry policy alone, with the real iCE40
+    report its clock replaced; test_synth_flow's --freq max test makes real builds."""
+    from cepc.hw.pll import ice40_pll
+
+    report, stat = load("ice40_marathon")
+    targets = []
+
+    def place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress):
+        target = pll.output_hz / 1e6
+        targets.append(target)
+        if reach(target) is None:
+            raise UsageError("the link's clock (12 MHz) must not be faster than the design's")
+        r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
+        r.clocks[:] = [rep.ClockTiming(r.clocks[0].name, reach(target), target)]
+        return flow.SynthResult(r, {"options": {"clock_mhz": target}}, None)
+
+    monkeypatch.setattr(flow, "_place", place)
+    notes = []
+    opts = flow.SynthOptions(board="icebreaker", fastest=True)
+    result = flow._place_fastest(None, None, opts, flow.board("icebreaker"), "ice40", tmp_path, ice40_pll(12e6, 51e6),
+                                 3_000_000, None, notes.append)
+    assert json.loads((tmp_path / "report.json").read_text()) == result.summary
+    return result, targets, notes
+
+
+def test_freq_max_stops_at_the_first_clock_met(tmp_path, monkeypatch):
+    result, targets, notes = freq_max(tmp_path, lambda target: 31.9, monkeypatch)
+    assert targets == [51.0, 30.75]  # 30.75: the fastest the PLL makes at or below 31.9 × 0.97
+    assert result.summary["freq_builds"] == [{"target_mhz": 51.0, "achieved_mhz": 31.9, "met": False},
+                                             {"target_mhz": 30.75, "achieved_mhz": 31.9, "met": True}]
+    assert result.summary["suggested_freq_mhz"] is None and notes[-1] == (
+        "note: --freq max: timing met at 30.75 MHz, build 2 (51 MHz reached 31.9)")
+
+
+def test_freq_max_builds_three_times_at_most(tmp_path, monkeypatch):
+    result, targets, notes = freq_max(tmp_path, lambda target: 0.9 * target, monkeypatch)
+    assert len(targets) == flow.FASTEST_BUILDS == 3 and targets[0] == 51.0
+    assert all(after <= 0.9 * before * (1 - flow.FASTEST_MARGIN) for before, after in zip(targets, targets[1:]))
+    assert not result.report.timing_met and result.summary["suggested_freq_mhz"] <= 0.9 * targets[-1] * 0.97
+    with pytest.raises(TimingError, match=r"; --freq max built 3 times \(51 MHz reached 45\.9, "):
+        flow.check_timing(result)
+
+
+def test_freq_max_keeps_the_last_build_when_the_next_is_refused(tmp_path, monkeypatch):
+    result, targets, notes = freq_max(tmp_path, lambda target: 31.9 if target > 40 else None, monkeypatch)
+    assert targets == [51.0, 30.75] and result.summary["freq_builds"] == [
+        {"target_mhz": 51.0, "achieved_mhz": 31.9, "met": False}]
+    assert notes[-1].startswith("note: --freq max: not built at 30.75 MHz: the link's clock (12 MHz)")
+    assert result.summary["options"]["clock_mhz"] == 51.0 and result.summary["suggested_freq_mhz"] is None
+
+
+def test_no_clock_is_suggested_below_the_host_links(tmp_path, monkeypatch):
+    # the iCEBreaker's host link runs at 12 MHz: a design reaching 12.2 MHz has no slower clock to try
+    result, targets, notes = freq_max(tmp_path, lambda target: 12.2, monkeypatch)
+    assert targets == [51.0] and result.summary["suggested_freq_mhz"] is None
+    with pytest.raises(TimingError) as e:
+        flow.check_timing(result)
+    assert "; lower --freq (the bitstream was not written" in str(e.value)

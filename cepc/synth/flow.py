@@ -539,6 +539,8 @@ def _place_fastest(design, choice, opts: SynthOptions, plat_cls, fam: str, out: 
                 suggested = pll_at_most(fam, osc, reached * (1 - FASTEST_MARGIN), baud)
             except UsageError:
                 pass
+            if suggested is not None and suggested.output_hz < suggested.link_hz:
+                suggested = None  # (the host link's clock may not be faster than the design's: none lower)
         if not opts.fastest or suggested is None or len(builds) == FASTEST_BUILDS:
             break
         progress(f"note: --freq max: {pll.output_hz / 1e6:g} MHz missed (the design's clock reached "
@@ -547,8 +549,9 @@ def _place_fastest(design, choice, opts: SynthOptions, plat_cls, fam: str, out: 
                  f"{FASTEST_BUILDS})")
         try:
             again = _place(design, choice, opts, plat_cls, fam, out, suggested, baud, checked, progress)
-        except UsageError as e:  # (a clock the host link cannot run beside: the last build stands)
+        except (UsageError, FitError) as e:  # (nextpnr could not place it this time: the last build stands)
             progress(f"note: --freq max: not built at {suggested.output_hz / 1e6:g} MHz: {e}")
+            suggested = None
             break
         pll, result = suggested, again
     summary = result.summary
