@@ -265,7 +265,8 @@ def _print_synth(console, s: dict, args) -> None:
                   f"{s['tuples_per_second_at_clock']:,} at the clock; the UART carries {s['tuples_per_second_uart']:,}",
                   highlight=False)
     if s["bitstream"]:
-        console.print(f"bitstream {s['bitstream']} ({sum(s['seconds'].values()):.0f} s)"
+        builds = s.get("freq_builds") or [{"seconds": sum(s["seconds"].values())}]  # (--freq max: every build's)
+        console.print(f"bitstream {s['bitstream']} ({sum(b['seconds'] for b in builds):.0f} s)"
                       + (f"; report {args.report}" if args.report else ""), highlight=False)
 
 

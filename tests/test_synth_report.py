@@ -426,8 +426,8 @@ def freq_max(tmp_path, reach, monkeypatch):
 def test_freq_max_stops_at_the_first_clock_met(tmp_path, monkeypatch):
     result, targets, notes = freq_max(tmp_path, lambda target: 31.9, monkeypatch)
     assert targets == [51.0, 30.75]  # 30.75: the fastest the PLL makes at or below 31.9 × 0.97
-    assert result.summary["freq_builds"] == [{"target_mhz": 51.0, "achieved_mhz": 31.9, "met": False},
-                                             {"target_mhz": 30.75, "achieved_mhz": 31.9, "met": True}]
+    assert result.summary["freq_builds"] == [{"target_mhz": 51.0, "achieved_mhz": 31.9, "met": False, "seconds": 0},
+                                             {"target_mhz": 30.75, "achieved_mhz": 31.9, "met": True, "seconds": 0}]
     assert result.summary["suggested_freq_mhz"] is None and notes[-1] == (
         "note: --freq max: timing met at 30.75 MHz, build 2 (51 MHz reached 31.9)")
 
@@ -444,7 +444,7 @@ def test_freq_max_builds_three_times_at_most(tmp_path, monkeypatch):
 def test_freq_max_keeps_the_last_build_when_the_next_is_refused(tmp_path, monkeypatch):
     result, targets, notes = freq_max(tmp_path, lambda target: 31.9 if target > 40 else None, monkeypatch)
     assert targets == [51.0, 30.75] and result.summary["freq_builds"] == [
-        {"target_mhz": 51.0, "achieved_mhz": 31.9, "met": False}]
+        {"target_mhz": 51.0, "achieved_mhz": 31.9, "met": False, "seconds": 0}]
     assert notes[-1].startswith("note: --freq max: not built at 30.75 MHz: the link's clock (12 MHz)")
     assert result.summary["options"]["clock_mhz"] == 51.0 and result.summary["suggested_freq_mhz"] is None
 

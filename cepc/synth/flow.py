@@ -532,7 +532,7 @@ def _place_fastest(design, choice, opts: SynthOptions, plat_cls, fam: str, out: 
         clock = result.report.clocks[0] if result.report.clocks else None  # (the design's: sorted first)
         reached = round(clock.achieved_mhz, 2) if clock else None
         builds.append({"target_mhz": round(pll.output_hz / 1e6, 3), "achieved_mhz": reached,
-                       "met": result.report.timing_met})
+                       "met": result.report.timing_met, "seconds": round(sum(result.seconds.values()), 1)})
         suggested = None
         if clock is not None and not clock.met:
             try:
