@@ -108,7 +108,7 @@ def markdown(rows: list[dict], seed: int | str) -> str:
         "# Synthesis",
         "",
         f"`make bench-synth` (cepc {__version__}): every example through `cepc synth`'s flow (Yosys, nextpnr with "
-        f"one thread and seed {seed} (the best of several, where a row lists them), router2 with `{' '.join(flow.router_options('router2')[2:])}`, then router1 where router2 congests; the placer `--placer auto` picks, router1 alone on the static placer's placement), on the partitioner and size `--partitioner auto` picks for the board's device, at the board's clock. Targets (the issue's): "
+        f"one thread and seed {seed} (the best of several, where a row lists them), router1 (`--router auto`; `, router2` marks a row routed by router2 with `{' '.join(flow.router_options('router2')[2:])}`); the placer `--placer auto` picks), on the partitioner and size `--partitioner auto` picks for the board's device, at the board's clock. Targets (the issue's): "
         "Fmax ≥ 150 MHz on the ECP5-85F, ≥ 50 MHz on the iCE40UP5K. LUT: ECP5 LUT4s (TRELLIS_COMB), iCE40 logic "
         "cells; carry: CCU2C / SB_CARRY cells. Tuples/s: Fmax × tuples per cycle (½ with the pipeline partitioner). "
         "UART: what the 3 Mbaud host link carries. Link: the host link's own clock, Fmax of target (its "
@@ -125,8 +125,8 @@ def markdown(rows: list[dict], seed: int | str) -> str:
                          f"| | | | {r['seconds']} | {r.get('commit', '')} |")
             continue
         fmax = f"{r['fmax_mhz']:.1f}"
-        if r.get("router") == "router1" and r["device"].startswith("LFE5"):  # (on iCE40, its only router)
-            fmax += ", router1"
+        if r.get("router") == "router2":  # (the default, --router auto, is router1 on every device)
+            fmax += ", router2"
         if r.get("placer", "heap") != "heap":
             fmax += f", {r['placer']} placer"
         link = f"{r['link_fmax_mhz']:.0f} of {r['link_clock_mhz']:g}" if r.get("link_fmax_mhz") else ""

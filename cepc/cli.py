@@ -486,8 +486,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: verilog)")
     c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")
     c.add_argument("--router", choices=ROUTER_CHOICES, default="auto",
-                   help="nextpnr's router; auto: on ECP5 router2, then router1 if router2 congests (router1 "
-                        "alone on the static placer's placement); on iCE40 router1 (default: auto)")
+                   help="nextpnr's router; auto: router1 (on the ECP5-85F it beat router2 on every seed, "
+                        "marathon and network); router2: timing-driven, with --tmg-ripup, stopped with an error "
+                        "if it congests (default: auto)")
     c.add_argument("--placer", choices=PLACER_CHOICES, default="auto",
                    help="nextpnr's placer: heap (analytic) or static (electrostatic: on the ECP5-85F it routes "
                         f"designs heap's placement leaves congested, such as finance2); auto: on ECP5 static "

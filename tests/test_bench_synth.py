@@ -44,21 +44,20 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
     assert "40.1 (seed 1: failed, seed 3: 40.1)" in bench.markdown([row], "1,3")
 
 
-def test_a_row_routed_by_router1_on_ecp5_says_so():
-    # router2 is the ECP5's first router: a row routed by router1 (--router router1, or after router2
-    # congested) is marked; on the iCE40 router1 is the only router and goes unmarked
+def test_a_row_routed_by_router2_says_so():
+    # router1 is the default (--router auto) on every device: a row routed by router2 (--router router2)
+    # is marked
     bench = load_bench()
     row = {"example": "mshape", "board": "ulx3s-85f", "device": "LFE5U-85F", "partitions": 1024, "lut": 15697,
            "lut_percent": 18.8, "ff": 16920, "bram": 55, "carry": 2041, "fmax_mhz": 78.28, "target_mhz": 150.0,
            "met": False, "tuples_per_second_at_fmax": 78280000, "tuples_per_second_uart": 14634,
            "link_fmax_mhz": 139.9, "link_clock_mhz": 60.0, "seconds": 2920.1, "router": "router1"}
-    assert "| 78.3, router1 |" in bench.markdown([row], "1")
-    assert "| 78.3 |" in bench.markdown([dict(row, router="router2")], "1")
-    assert "| 78.3, router1 |" in bench.markdown([dict(row, board="colorlight-5a-75b", device="LFE5U-25F")], "1")
+    assert "| 78.3 |" in bench.markdown([row], "1")
+    assert "| 78.3, router2 |" in bench.markdown([dict(row, router="router2")], "1")
     assert "| 78.3 |" in bench.markdown([dict(row, board="icebreaker", device="iCE40UP5K")], "1")
     # and one placed by nextpnr's static placer (--placer static) says that too
-    assert "| 78.3, router1, static placer |" in bench.markdown([dict(row, placer="static")], "1")
-    assert "| 78.3, router1 |" in bench.markdown([dict(row, placer="heap")], "1")
+    assert "| 78.3, static placer |" in bench.markdown([dict(row, placer="static")], "1")
+    assert "| 78.3, router2, static placer |" in bench.markdown([dict(row, router="router2", placer="static")], "1")
 
 
 def test_the_vhdl_rows_are_ratios_of_the_verilog_ones():

@@ -53,7 +53,7 @@ def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, ca
         partitions = 1
     # --placer auto and --router auto: above a share of the die's flip-flops the flow takes nextpnr's
     # static placer, and router1 alone. marathon's 2,638 flip-flops are 11 % of the 12F's 24,288: with
-    # the share set to 5 % there it takes that way (the others, below it, HeAP and router2)
+    # the share set to 5 % there it takes that way (the others, below it, HeAP; router1 on each)
     static = example.startswith("marathon") and board == "ulx3s-12f"
     if static:
         monkeypatch.setattr(flow, "STATIC_FF_SHARE", 0.05)

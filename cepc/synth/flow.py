@@ -137,20 +137,21 @@ def placer_for(family: str, choice: str, flip_flops: int, device) -> tuple[str, 
 
 
 def routers(family: str, choice: str = "auto", placer: str = "heap") -> list[str | None]:
-    """The nextpnr routers `cepc synth` tries in turn (None: nextpnr's default). ``auto``: on ECP5
-    router2, then router1 where router2 congests (place_and_route); router2 routes the large ECP5
-    designs in a fraction of router1's time. On the static placer's placement router1 alone: router2
-    there hovered at about a dozen overused wires for 40 iterations (finance0 on the ECP5-85F, seed 1),
-    short of what RouteWatch takes for congestion, so the fallback would never come. On iCE40
-    nextpnr's default, router1: on a nearly full iCE40 router2 can circle around the last overused
-    wires, where router1 finishes. A router the user names is the only one tried."""
+    """The nextpnr routers `cepc synth` tries in turn (None: nextpnr's default). ``auto``: router1
+    alone, on ECP5 (``--router router1``) as on iCE40 (nextpnr's default there). On the ECP5-85F,
+    the same netlists, seeds 1–5, with today's YoWASP nextpnr (0.11.1.0.post826): marathon 204.1 /
+    186.3 / 195.2 / 192.9 / 188.6 MHz with router1, 156.3 / 157.0 / 161.5 / 173.3 / 163.4 with
+    router2 and its timing-driven ripup; network 169.7 / 157.4 / 130.6 / 150.4 / 164.2 against
+    149.3 / 150.1 / 122.3 / 148.6 / 150.7, each seed better and in less time
+    (bench/results/synth.md). On the wide designs router2 congested and router1 routed them
+    anyway (finance0, mshape, finance5); on the static placer's placement router2 hovered at about a
+    dozen overused wires (finance0). A router the user names is the only one tried: router2 with
+    ``--router router2`` (place_and_route then watches it for congestion and a stalled ripup)."""
     if choice not in ROUTER_CHOICES:
         raise UsageError(f"unknown router {choice!r}; use one of {', '.join(ROUTER_CHOICES)}")
     if choice != "auto":
         return [choice]
-    if family != "ecp5":
-        return [None]
-    return ["router1"] if placer == "static" else ["router2", "router1"]
+    return ["router1"] if family == "ecp5" else [None]
 
 
 def router_options(router: str | None, ripup: bool = True) -> list[str]:
@@ -391,11 +392,10 @@ RIPUP_LOG = KEPT_LOG.format("router2-tmg-ripup")  # router2's, stopped where its
 def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch: Callable[[], RouteWatch],
                     progress: Progress = lambda s: None) -> tuple[str, str | None, bool]:
     """nextpnr (``cmd``, logging to ``out``/nextpnr.log) with the first of ``routers`` (None: its
-    default), and then the next while a router is found congested (:class:`RouteWatch`). On ECP5
-    router2 goes first, router1 after it: router2 is many times faster, but on a design it cannot
-    route its count of overused wires climbs; router1 rips up and reroutes arc by arc, slower and
-    steadier (finance0 on the ECP5-85F at seed 1: router2 congested, router1 routed it at 69.2 MHz).
-    Its log is kept as ROUTER2_LOG. Where router2's timing-driven ripup stalls on a legal routing
+    default), and then the next while a router is found congested (:class:`RouteWatch`): on a design
+    router2 cannot route its count of overused wires climbs, where router1 rips up and reroutes arc by
+    arc, slower and steadier (finance0 on the ECP5-85F at seed 1: router2 congested, router1 routed it
+    at 69.2 MHz). A congested router's log is kept (ROUTER2_LOG for router2's). Where router2's timing-driven ripup stalls on a legal routing
     (:class:`RipupStalled`), the same router places and routes again without it (its log kept as
     RIPUP_LOG). Returns nextpnr's output, the router that routed and whether it ripped up for timing."""
     for kept in [*ROUTER_CHOICES[1:], "router2-tmg-ripup"]:  # kept logs of an earlier run, whichever it tried
