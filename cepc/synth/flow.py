@@ -140,9 +140,9 @@ def routers(family: str, choice: str = "auto", placer: str = "heap") -> list[str
     """The nextpnr routers `cepc synth` tries in turn (None: nextpnr's default). ``auto``: router1
     alone, on ECP5 (``--router router1``) as on iCE40 (nextpnr's default there). On the ECP5-85F,
     the same netlists, seeds 1–5, with today's YoWASP nextpnr (0.11.1.0.post826): marathon 204.1 /
-    186.3 / 195.2 / 192.9 / 188.6 MHz with router1, 156.3 / 157.0 / 161.5 / 173.3 / 163.4 with
+    186.2 / 195.2 / 192.9 / 188.6 MHz with router1, 156.3 / 157.0 / 161.5 / 173.3 / 163.4 with
     router2 and its timing-driven ripup; network 169.7 / 157.4 / 130.6 / 150.4 / 164.2 against
-    149.3 / 150.1 / 122.3 / 148.6 / 150.7, each seed better and in less time
+    149.2 / 150.1 / 122.3 / 148.6 / 150.7, each seed better and in less time
     (bench/results/synth.md). On the wide designs router2 congested and router1 routed them
     anyway (finance0, mshape, finance5); on the static placer's placement router2 hovered at about a
     dozen overused wires (finance0). A router the user names is the only one tried: router2 with
