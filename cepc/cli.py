@@ -465,10 +465,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="ulx3s-85f, ulx3s-45f, ulx3s-25f, ulx3s-12f, icebreaker, colorlight-5a-75b")
     c.add_argument("-o", "--output", metavar="DIR", help="build directory (default: build/synth/BOARD)")
     c.add_argument("--report", metavar="R.json", help="also write the report (resources, Fmax, timing) here")
-    c.add_argument("--freq", type=_freq, metavar="MHZ",
+    c.add_argument("--freq", type=_freq, metavar="MHZ|max",
                    help="clock the PLL makes, the timing target (default: the board's, 150 on ECP5, 51 on iCE40); "
                         "max: the board's, then, while the design misses it, built again at the fastest clock the "
-                        "PLL makes at or below what it reached (3 builds at most)")
+                        "PLL makes at least 3%% below what it reached (3 builds at most)")
     c.add_argument("--baud", type=int, metavar="B", help="host link baud rate (default: the board's, 3000000 "
                    "on boards with an FTDI)")
     c.add_argument("--partitioner", choices=["auto", "table", "pipeline"], default="auto",

@@ -336,9 +336,7 @@ def test_the_routers_tried_are_the_family_s_or_the_one_the_user_names():
     # router2 rips up arcs that fail timing too (network on the ECP5-85F: 135.1 → 151.1 MHz best)
     assert flow.router_options("router2") == ["--router", "router2", "--tmg-ripup"]
     assert flow.router_options("router1") == ["--router", "router1"] and flow.router_options(None) == []
-    assert flow.routers("ecp5", "auto", "static") == ["router1"]
-    assert flow.routers("ecp5", "router2", "static") == ["router2"]  # (as named)
-    assert flow.routers("ice40", "auto", "static") == [None]
+    assert flow.routers("ecp5", "router2") == ["router2"]  # (as named, on either placer)
 
 
 def test_the_placer_is_the_static_one_for_designs_that_fill_an_ecp5_s_flip_flops():

@@ -77,7 +77,7 @@ class SynthOptions:
     max_length: int | None = None
     seed: int = 1
     # --freq max: build at freq_mhz (or the board's), then, while the design's clock misses, again at
-    # the fastest clock the PLL makes at or below what it reached (FASTEST_BUILDS in all)
+    # the fastest clock the PLL makes FASTEST_MARGIN or more below what it reached (FASTEST_BUILDS in all)
     fastest: bool = False
     router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
     placer: str = "auto"  # nextpnr's placer: auto (see placer_for()), heap or static
@@ -136,7 +136,7 @@ def placer_for(family: str, choice: str, flip_flops: int, device) -> tuple[str, 
     return "heap", f"the design takes {share:.0%} of the device's flip-flops"
 
 
-def routers(family: str, choice: str = "auto", placer: str = "heap") -> list[str | None]:
+def routers(family: str, choice: str = "auto") -> list[str | None]:
     """The nextpnr routers `cepc synth` tries in turn (None: nextpnr's default). ``auto``: router1
     alone, on ECP5 (``--router router1``) as on iCE40 (nextpnr's default there). On the ECP5-85F,
     the same netlists, seeds 1–5, with today's YoWASP nextpnr (0.11.1.0.post826): marathon 204.1 /
@@ -145,7 +145,8 @@ def routers(family: str, choice: str = "auto", placer: str = "heap") -> list[str
     149.2 / 150.1 / 122.3 / 148.6 / 150.7, each seed better and in less time
     (bench/results/synth.md). On the wide designs router2 congested and router1 routed them
     anyway (finance0, mshape, finance5); on the static placer's placement router2 hovered at about a
-    dozen overused wires (finance0). A router the user names is the only one tried: router2 with
+    dozen overused wires (finance0). So router1 on either placer. A router the user names is the only
+    one tried: router2 with
     ``--router router2`` (place_and_route then watches it for congestion and a stalled ripup)."""
     if choice not in ROUTER_CHOICES:
         raise UsageError(f"unknown router {choice!r}; use one of {', '.join(ROUTER_CHOICES)}")
@@ -395,9 +396,9 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
     default), and then the next while a router is found congested (:class:`RouteWatch`): on a design
     router2 cannot route its count of overused wires climbs, where router1 rips up and reroutes arc by
     arc, slower and steadier (finance0 on the ECP5-85F at seed 1: router2 congested, router1 routed it
-    at 69.2 MHz). A congested router's log is kept (ROUTER2_LOG for router2's). Where router2's timing-driven ripup stalls on a legal routing
-    (:class:`RipupStalled`), the same router places and routes again without it (its log kept as
-    RIPUP_LOG). Returns nextpnr's output, the router that routed and whether it ripped up for timing."""
+    at 69.2 MHz). A congested router's log is kept (ROUTER2_LOG for router2's). Where router2's
+    timing-driven ripup stalls on a legal routing (:class:`RipupStalled`), the same router places and
+    routes again without it (its log kept as RIPUP_LOG). Returns nextpnr's output, the router that routed and whether it ripped up for timing."""
     for kept in [*ROUTER_CHOICES[1:], "router2-tmg-ripup"]:  # kept logs of an earlier run, whichever it tried
         (out / KEPT_LOG.format(kept)).unlink(missing_ok=True)
     attempts = [(router, True) for router in routers]
@@ -481,6 +482,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     progress(sizing.describe(choice, device, design))
     if opts.hdl == "vhdl" and fam == "ice40":
         progress("note: " + vhdl_fifos_in_logic(design))
+
     def place(choice):
         return _place_fastest(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
 
@@ -522,7 +524,8 @@ def builds_text(builds: list[dict]) -> str:
 def _place_fastest(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pll, baud: int, checked,
                    progress: Progress) -> SynthResult:
     """:func:`_place`; with ``opts.fastest``, again while the design's clock misses, each time at the
-    fastest clock the PLL makes at or below what the last build reached (FASTEST_BUILDS in all). The
+    fastest clock the PLL makes FASTEST_MARGIN or more below what the last build reached (FASTEST_BUILDS
+    in all). The
     report gives every build's target and Fmax (``freq_builds``), and, where the clock is missed, the
     clock to ask for (``suggested_freq_mhz``)."""
     osc = plat_cls().default_clk_frequency
@@ -651,7 +654,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         progress(f"note: nextpnr's {placer} placer: {why} (--placer heap to use HeAP)")
     pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--seed", str(opts.seed),
             "--placer", placer, "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
-    tried = routers(fam, opts.router, placer)
+    tried = routers(fam, opts.router)
     report_path = out / "nextpnr-report.json"
     report_path.unlink(missing_ok=True)
 
