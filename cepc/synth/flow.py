@@ -434,7 +434,6 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
 def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None) -> SynthResult:
     """Synthesise ``checked`` for ``opts.board``; raises FitError, TimingError or ToolError."""
     from ..hw import sizing
-    from ..hw.pll import ecp5_pll, ice40_pll, with_link_clock
     from ..nfa.lower import lower
 
     plat_cls = board(opts.board)
@@ -449,20 +448,13 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         raise UsageError(f"--freq must be positive, not {freq:g}")
     platform = plat_cls()
     osc = platform.default_clk_frequency
-    try:
-        pll = (ecp5_pll if fam == "ecp5" else ice40_pll)(osc, freq * 1e6)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    pll = board_pll(fam, osc, freq)
     if abs(pll.output_hz - freq * 1e6) > 0.02 * freq * 1e6:
         raise UsageError(f"the PLL cannot make {freq:g} MHz from the board's {osc / 1e6:g} MHz; the nearest is "
                          f"{pll.output_hz / 1e6:g} MHz")
     if abs(pll.output_hz - freq * 1e6) > 0.001 * freq * 1e6:
         progress(f"note: the PLL makes {pll.output_hz / 1e6:g} MHz, the nearest it can to {freq:g} MHz")
-    if fam == "ecp5":  # the host link's clock: a second output (on iCE40, the oscillator)
-        try:
-            pll = with_link_clock(pll, baud)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+    pll = with_link(fam, pll, baud)
     try:
         design = lower(checked, opts.max_length)
     except ValueError as e:
@@ -503,17 +495,32 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         return place(choice)
 
 
-def pll_at_most(fam: str, osc_hz: float, mhz: float, baud: int):
-    """The board's PLL at the fastest clock it makes at or below ``mhz`` (on ECP5 with the host link's
-    clock beside it); UsageError if it makes none."""
-    from ..hw.pll import ecp5_pll, ice40_pll, with_link_clock
+def board_pll(fam: str, osc_hz: float, mhz: float, at_most: bool = False):
+    """The board's PLL at the clock nearest ``mhz`` (``at_most``: the fastest not above it); UsageError
+    if it makes none."""
+    from ..hw.pll import ecp5_pll, ice40_pll
 
     try:
-        if fam == "ecp5":
-            return with_link_clock(ecp5_pll(osc_hz, mhz * 1e6, at_most=True), baud)
-        return ice40_pll(osc_hz, mhz * 1e6, at_most=True)
+        return (ecp5_pll if fam == "ecp5" else ice40_pll)(osc_hz, mhz * 1e6, at_most)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def with_link(fam: str, pll, baud: int):
+    """``pll`` with the host link's clock: on ECP5 a second output (on iCE40 the oscillator, as it is)."""
+    from ..hw.pll import with_link_clock
+
+    if fam != "ecp5":
+        return pll
+    try:
+        return with_link_clock(pll, baud)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def pll_at_most(fam: str, osc_hz: float, mhz: float, baud: int):
+    """The board's PLL at the fastest clock it makes at or below ``mhz``, with the host link's clock."""
+    return with_link(fam, board_pll(fam, osc_hz, mhz, at_most=True), baud)
 
 
 def builds_text(builds: list[dict]) -> str:
@@ -528,7 +535,7 @@ def _place_fastest(design, choice, opts: SynthOptions, plat_cls, fam: str, out: 
     in all). The
     report gives every build's target and Fmax (``freq_builds``), and, where the clock is missed, the
     clock to ask for (``suggested_freq_mhz``)."""
-    osc = plat_cls().default_clk_frequency
+    osc = pll.input_hz  # (the board's oscillator)
     builds = []
     result = _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
     while True:
