@@ -146,8 +146,8 @@ def routers(family: str, choice: str = "auto") -> list[str | None]:
     (bench/results/synth.md). On the wide designs router2 congested and router1 routed them
     anyway (finance0, mshape, finance5); on the static placer's placement router2 hovered at about a
     dozen overused wires (finance0). So router1 on either placer. A router the user names is the only
-    one tried: router2 with
-    ``--router router2`` (place_and_route then watches it for congestion and a stalled ripup)."""
+    one tried: router2 with ``--router router2`` (place_and_route then watches it for congestion and a
+    stalled ripup)."""
     if choice not in ROUTER_CHOICES:
         raise UsageError(f"unknown router {choice!r}; use one of {', '.join(ROUTER_CHOICES)}")
     if choice != "auto":
@@ -398,7 +398,8 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
     arc, slower and steadier (finance0 on the ECP5-85F at seed 1: router2 congested, router1 routed it
     at 69.2 MHz). A congested router's log is kept (ROUTER2_LOG for router2's). Where router2's
     timing-driven ripup stalls on a legal routing (:class:`RipupStalled`), the same router places and
-    routes again without it (its log kept as RIPUP_LOG). Returns nextpnr's output, the router that routed and whether it ripped up for timing."""
+    routes again without it (its log kept as RIPUP_LOG). Returns nextpnr's output, the router that
+    routed and whether it ripped up for timing."""
     for kept in [*ROUTER_CHOICES[1:], "router2-tmg-ripup"]:  # kept logs of an earlier run, whichever it tried
         (out / KEPT_LOG.format(kept)).unlink(missing_ok=True)
     attempts = [(router, True) for router in routers]
@@ -532,9 +533,8 @@ def _place_fastest(design, choice, opts: SynthOptions, plat_cls, fam: str, out: 
                    progress: Progress) -> SynthResult:
     """:func:`_place`; with ``opts.fastest``, again while the design's clock misses, each time at the
     fastest clock the PLL makes FASTEST_MARGIN or more below what the last build reached (FASTEST_BUILDS
-    in all). The
-    report gives every build's target and Fmax (``freq_builds``), and, where the clock is missed, the
-    clock to ask for (``suggested_freq_mhz``)."""
+    in all). It writes the report (``report.json``), which gives every build's target and Fmax
+    (``freq_builds``) and, where the clock is missed, the clock to ask for (``suggested_freq_mhz``)."""
     osc = pll.input_hz  # (the board's oscillator)
     builds = []
     result = _place(design, choice, opts, plat_cls, fam, out, pll, baud, checked, progress)
@@ -712,9 +712,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
             seconds["pack"] = time.perf_counter() - t0
     summary["bitstream"] = str(bitstream) if bitstream else None
     summary["seconds"] = {k: round(v, 2) for k, v in seconds.items()}
-    result = SynthResult(parsed, summary, bitstream, seconds)
-    (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return result
+    return SynthResult(parsed, summary, bitstream, seconds)  # (report.json: _place_fastest writes it)
 
 
 def check_timing(result: SynthResult) -> None:
@@ -733,8 +731,8 @@ def check_timing(result: SynthResult) -> None:
     builds = result.summary.get("freq_builds")
     if builds and len(builds) > 1:
         msg += f"; --freq max built {len(builds)} times ({builds_text(builds)})"
-    lower = result.summary.get("suggested_freq_mhz")
-    if c.name == (result.report.clocks[0].name if result.report.clocks else None) and lower:
+    lower = result.summary.get("suggested_freq_mhz")  # (set only where the design's clock, bad[0], missed)
+    if lower:
         msg += (f"; lower --freq: {lower:g} MHz is the fastest the PLL makes at least {FASTEST_MARGIN:.0%} below "
                 f"what this placement reached (a placement at another target reaches a little more or less), "
                 f"and --freq max builds at such a clock until it is met")
