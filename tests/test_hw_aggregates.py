@@ -649,3 +649,55 @@ def test_the_two_cycle_update_on_the_ice40(keys, within):
     result = hwsim.run_and_compare(checked, stream(rows), bus_width=256, partitions=8, seed=keys, partitioner="table",
                                    update_cycles=2, platform=hwsim.Ice40())
     assert len(result.records) >= 20
+
+
+def test_min_and_max_updates_take_their_compare_from_the_conditions():
+    # A MIN's or MAX's compare is one of the conditions computed before the update (Conditions.beats),
+    # not in the update loop: given the conditions, finance0's core keeps MAX(price) as the condition
+    # bit says, even where it says the opposite of the compare (it is then computed nowhere else)
+    design = lower(check(parse_file(ROOT / "examples" / "finance" / "finance0" / "finance0.sql")))
+    q = design.queries[0]
+    layout = tuple_layout(design.tuple)
+    core = PartialMatchCore(q, layout, given_cond=True)
+    conds = core.conditions
+    large, rise = q.nfa.labels.index("largeSize"), q.nfa.labels.index("priceRise")
+    top = next(r for r, reg in enumerate(q.registers) if reg.func == "MAX")
+    assert set(conds.beats) == {(p, top) for p in (large, rise)}
+
+    def register(s, r):
+        lo = q.nfa.n_states + s * q.register_width + sum(reg.width for reg in q.registers[:r])
+        return lo, q.registers[r].width
+
+    last = next(r for r, reg in enumerate(q.registers) if reg.func == "LAST")
+    state = Signal(q.payload_width)
+    flip = Signal()
+    m = Module()
+    m.submodules.core = core
+    m.submodules.decoder = decoder = PredicateDecoder(layout, list(q.predicates))
+    raw = Signal(layout.size)
+    x = data.View(layout, raw)
+    m.d.comb += [decoder.tuple.eq(x), core.tuple.eq(x), core.preds.eq(decoder.preds), core.state.eq(state),
+                 core.cond.eq(conds.of(core.state, x) ^ (flip << conds.beats[(large, top)]))]
+    seen = {}
+
+    async def bench(ctx):
+        # largeSize's partial match: LAST(price) 300, MAX(price) 500; a rise to 600, then one to 400
+        word = 1 << large
+        for r, value in ((last, 300), (top, 500)):
+            lo, _ = register(large, r)
+            word |= value << lo
+        ctx.set(state, word)
+        for price in (600, 400):
+            for f in (0, 1):
+                ctx.set(raw, design.tuple.pack({"time": 1, "symbol": 0, "price": price, "volume": 10}))
+                ctx.set(flip, f)
+                nxt = ctx.get(core.next)
+                lo, width = register(rise, top)
+                seen[(price, f)] = (nxt >> rise & 1, nxt >> lo & ((1 << width) - 1))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    # priceRise turns on (above LAST(price)); its MAX(price) as the bit says: the compare's, or flipped
+    assert seen[(600, 0)] == (1, 600) and seen[(600, 1)] == (1, 500)
+    assert seen[(400, 0)] == (1, 500) and seen[(400, 1)] == (1, 400)

@@ -276,9 +276,11 @@ def _source(reg, field, known: dict[PExpr, Value] | None) -> Value:
     return f
 
 
-def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr, Value] | None = None) -> Value:
+def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr, Value] | None = None,
+             beats: Value | None = None) -> Value:
     """Register r after a tuple (its fields: ``field``; ``known``: its terms, if given), from a partial
-    match's value (None: a new one)."""
+    match's value (None: a new one). For a MIN or MAX, ``beats``, if given, is whether the tuple's
+    value beats ``base`` (:func:`_beats`, computed before: :class:`Conditions`)."""
     reg = q.registers[r]
     if reg.func == "COUNT":
         return Const(1) if base is None else base + 1
@@ -287,11 +289,14 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr,
         return f
     if reg.func == "FIRST":
         return base
-    if reg.func == "MIN":
-        return Mux(f < base, f, base)
-    if reg.func == "MAX":
-        return Mux(f > base, f, base)
+    if reg.func in ("MIN", "MAX"):
+        return Mux(_beats(reg, f, base) if beats is None else beats, f, base)
     return base + f  # SUM
+
+
+def _beats(reg, value: Value, base: Value) -> Value:
+    """Whether a MIN or MAX register ``reg`` holding ``base`` takes ``value`` instead."""
+    return value < base if reg.func == "MIN" else value > base
 
 
 def _better(q: QueryPlan, a: Value, b: Value) -> Value:
@@ -326,10 +331,12 @@ class Conditions:
     with WITHIN, whether p's match started at most the window before the tuple (``extend``); with a
     COUNT bound the pattern does not keep, whether p's match is full (``full``); and per pair of
     predecessors of one state, whether the first's partial match is kept before the second's
-    (``before``).
+    (``before``); per predecessor p and MIN or MAX register r, whether the tuple's value beats p's
+    (``beats``: the compare of r's update).
 
     They are what makes the update deep: comparators over the tuple and the registers. Given them,
-    the rest (which candidate wins, its registers) is a few gates and a multiplexer. So the table
+    the rest (which candidate wins, its registers) is a few gates and a multiplexer (and a COUNT's
+    or SUM's adder). So the table
     partitioner computes them a stage ahead, from each partial match it may pick (:meth:`of`), and
     the core computes them for the tuple behind (``next_cond``: :class:`PartialMatchCore` with
     ``lookahead``) from each candidate of its update, picked as the candidates are.
@@ -342,6 +349,7 @@ class Conditions:
         self.extend: dict[int, int] = {}
         self.full: dict[int, int] = {}
         self.before: dict[tuple[int, int], int] = {}
+        self.beats: dict[tuple[int, int], int] = {}
         self.count = next((i for i, r in enumerate(q.registers) if r.func == "COUNT"), None)
         n = 0
         for s in range(nfa.n_states):
@@ -364,6 +372,12 @@ class Conditions:
             if self.count is not None and not q.bounded:
                 self.full[p] = n
                 n += 1
+            # (a MIN's or MAX's compare was in the update loop: finance0's MAX(price), 32 logic levels
+            # from the table's `out_state` into its newest write, with the two-cycle update)
+            for r, reg in enumerate(q.registers):
+                if reg.func in ("MIN", "MAX"):
+                    self.beats[(p, r)] = n
+                    n += 1
         self.width = n
 
     def fields_read(self, known: tuple[PExpr, ...] = ()) -> list[str]:
@@ -380,6 +394,10 @@ class Conditions:
             build.truth(q.predicates[q.nfa.pred[s]].expr)
         if self.extend:
             build.value(window_start(q))
+        for _, r in self.beats:
+            reg = q.registers[r]
+            if reg.source not in known:
+                field(reg.field)
         return names
 
     def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None) -> Value:
@@ -405,6 +423,8 @@ class Conditions:
             bits[i] = old[p][self.count] == q.max_length
         for (a, b), i in self.before.items():
             bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register])
+        for (p, r), i in self.beats.items():
+            bits[i] = _beats(q.registers[r], _source(q.registers[r], field, known), old[p][r])
         return Cat(*bits) if bits else Const(0, 1)
 
 
@@ -542,7 +562,8 @@ class PartialMatchCore(wiring.Component):
 
         def candidate(c: int | None, r: int) -> Value:
             if (c, r) not in candidates:
-                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c))
+                beats = cond[conds.beats[(c, r)]] if (c, r) in conds.beats else None
+                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c), beats=beats)
             return candidates[(c, r)]
 
         vector, new, overflow = [], [], []
@@ -651,6 +672,10 @@ class PartialMatchCore(wiring.Component):
             bits[i] = picked(p, lambda c: candidate(c, conds.count) == q.max_length)
         for (a, b), i in conds.before.items():
             bits[i] = new_better(a, b)
+        for (p, r), i in conds.beats.items():
+            reg = q.registers[r]
+            value = _source(reg, later, known)
+            bits[i] = picked(p, lambda c, reg=reg, r=r, value=value: _beats(reg, value, candidate(c, r)))
         m.d.comb += self.next_cond.eq(Cat(*bits))
 
 
