@@ -824,18 +824,9 @@ class TablePartitioner(wiring.Component):
             from the writes' wide registers have a cycle of their own (mshape with the two-cycle update:
             3.3 ns from an older write into the comparators, then the pick)."""
             conds = [conditions_at(fields(writes[0]["entry"])[0])]
-            # On a large die the write two ahead's (w0 at stage 2) come from a copy of w0's state of their
-            # own, which takes what w0 takes (the caller's next state; while the table is swept w0's
-            # vector is cleared and the copy's is not, but a swept write's conditions are never read: its
-            # vector is zero). w0 feeds the update loop's other ends (the lookup, the conditions at stages
-            # 3 and 4, the writes' copies), and its route to these comparators was finance0's critical
-            # path once MIN and MAX were conditions (2.3 ns of 7.8, then the carry chains).
-            if copies:
-                w0_copy = m.submodules[f"{Replica.PREFIX}w0_state"] = Replica(sw)
-                m.d.comb += [w0_copy.d.eq(self.next_state), w0_copy.en.eq(self.en)]
             for j in range(2, forward):
                 early = Signal(cw, name=f"cond3_ahead{j}", reset_less=True)
-                value = conditions_at(w0_copy.q if copies and j == 2 else fields(writes[j - 2]["entry"])[0], 2)
+                value = conditions_at(fields(writes[j - 2]["entry"])[0], 2)
                 with m.If(self.en):
                     m.d.sync += early.eq(value)
                 conds.append(early)
