@@ -364,3 +364,44 @@ def test_partitioner_evicts_elements_whose_timer_ran_out():
     run(dut, bench)
     assert seen == [(5, 0, 0), (5, 1, 3), (5, 0, 0), (6, 0, 0)]  # the third finds its state gone
     assert sum(evictions) == 1
+
+
+@pytest.mark.parametrize("wa, sa, wb, sb, chunk", [(40, False, 40, False, 16), (66, True, 64, False, 16),
+                                                    (33, True, 33, True, 8), (20, False, 37, True, 16),
+                                                    (17, True, 9, False, 4), (16, False, 16, True, 16)])
+def test_ordered_compares_in_slices_as_amaranth_compares(wa, sa, wb, sb, chunk):
+    # cepc.hw.expr.ordered: an ordering cut into slices of `chunk` bits, exact over mixed signedness,
+    # against Amaranth's own comparison of the same operands, on values at and around the slices'
+    # edges, the signs' and the extremes
+    from amaranth.hdl import Signal, signed, unsigned
+
+    from cepc.hw.expr import CMP, ordered
+
+    a, b = Signal(signed(wa) if sa else unsigned(wa)), Signal(signed(wb) if sb else unsigned(wb))
+    ops = ("<", "<=", ">", ">=")
+    got = {op: ordered(op, a, b, chunk) for op in ops}
+    want = {op: CMP[op](a, b) for op in ops}
+    rng = random.Random(wa * 100 + wb)
+
+    def samples(width, is_signed):
+        lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if is_signed else (0, (1 << width) - 1)
+        edges = [lo, hi, 0, 1, -1, *(k << c for c in range(0, width, chunk) for k in (1, -1))]
+        return [v for v in edges if lo <= v <= hi] + [rng.randint(lo, hi) for _ in range(30)]
+
+    pairs = [(x, y) for x in samples(wa, sa) for y in samples(wb, sb)]
+    pairs += [(x, x) for x in samples(wa, sa) if (-(1 << (wb - 1)) if sb else 0) <= x < (1 << (wb - (1 if sb else 0)))]
+
+    async def bench(ctx):
+        for x, y in pairs:
+            ctx.set(a, x)
+            ctx.set(b, y)
+            for op in ops:
+                assert ctx.get(got[op]) == ctx.get(want[op]), (x, op, y)
+
+    from amaranth.hdl import Module
+    m = Module()
+    probe = Signal(len(ops) * 2)
+    m.d.comb += probe.eq(sum((got[op] << (2 * i)) | (want[op] << (2 * i + 1)) for i, op in enumerate(ops)))
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()

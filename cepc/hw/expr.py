@@ -10,22 +10,53 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Const, Value
+from amaranth.hdl import Cat, Const, Value
 
 from ..plan import PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg
 
-_CMP = {"==": Value.__eq__, "!=": Value.__ne__, "<": Value.__lt__, "<=": Value.__le__,
+CMP = {"==": Value.__eq__, "!=": Value.__ne__, "<": Value.__lt__, "<=": Value.__le__,
         ">": Value.__gt__, ">=": Value.__ge__}
+
+
+def ordered(op: str, a: Value, b: Value, chunk: int) -> Value:
+    """``a op b`` for an ordering ``op`` (``<``, ``<=``, ``>``, ``>=``), exact as Amaranth's over mixed
+    signedness, with no carry chain longer than ``chunk`` bits: both are widened to a common width
+    (signed values offset by their sign bit, so that they order as unsigned), cut into ``chunk``-bit
+    slices compared side by side, and the slices' results joined from the most significant (a few
+    gates). Yosys maps an ordering onto one carry chain of the operands' width: finance5's 66-bit
+    compare of a time, 33 CCU2Cs and 5.1 ns of logic, was its critical path."""
+    a, b = Value.cast(a), Value.cast(b)
+    sa, sb = a.shape().signed, b.shape().signed
+    signed = sa or sb
+    width = max(len(a) + (signed and not sa), len(b) + (signed and not sb))
+    if width <= chunk:
+        return CMP[op](a, b)
+
+    def widened(v, s):
+        top = v[-1] if s else Const(0, 1)
+        v = Cat(v, top.replicate(width - len(v))) if width > len(v) else v
+        return Cat(v[:-1], ~v[-1]) if signed else v
+
+    x, y = widened(a, sa), widened(b, sb)
+    if op in (">", ">="):
+        x, y = y, x
+    less, equal = Const(0), Const(1)
+    for lo in reversed(range(0, width, chunk)):
+        xs, ys = x[lo:lo + chunk], y[lo:lo + chunk]
+        less = less | (equal & (xs < ys))
+        equal = equal & (xs == ys)
+    return less if op in ("<", ">") else less | equal
 
 
 class ExprBuilder:
     """Builds plan expressions over ``field(name)`` and ``register(index)``, sharing equal
     sub-expressions (two predicates comparing the same field with the same constant use one
-    comparator). ``uses`` counts how often each sub-expression was asked for."""
+    comparator). ``uses`` counts how often each sub-expression was asked for. With ``chunk``, an
+    ordering comparison takes no carry chain longer than that (:func:`ordered`)."""
 
     def __init__(self, field: Callable[[str], Value], register: Callable[[int], Value] | None = None,
-                 known: dict[PExpr, Value] | None = None):
-        self._field, self._register = field, register
+                 known: dict[PExpr, Value] | None = None, chunk: int | None = None):
+        self._field, self._register, self._chunk = field, register, chunk
         # ``known``: sub-expressions whose values are given (a tuple's products, computed a stage ahead)
         self._cache: dict[PExpr, Value] = dict(known or {})
         self.uses: dict[PExpr, int] = {}
@@ -48,7 +79,8 @@ class ExprBuilder:
             a, b = self.value(e.left), self.value(e.right)
             v = a + b if e.op == "+" else a - b if e.op == "-" else a * b
         elif isinstance(e, PCmp):
-            v = _CMP[e.op](self.value(e.left), self.value(e.right))
+            a, b = self.value(e.left), self.value(e.right)
+            v = ordered(e.op, a, b, self._chunk) if self._chunk and e.op not in ("==", "!=") else CMP[e.op](a, b)
         elif isinstance(e, PBool):
             parts = [self.truth(o) for o in e.operands]
             if e.op == "not":

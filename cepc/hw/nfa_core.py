@@ -18,9 +18,12 @@ from ..plan import (
     children,
     has_aggregates,
 )
-from .expr import ExprBuilder
+from .expr import CMP, ExprBuilder, ordered
 from .layouts import field as field_of
 from .layouts import ident
+
+# The conditions' orderings (Conditions): no carry chain longer than this many bits (cepc.hw.expr.ordered)
+COMPARE_CARRY = 16
 
 
 class OwnPredicate(wiring.Component):
@@ -294,16 +297,19 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr,
     return base + f  # SUM
 
 
-def _beats(reg, value: Value, base: Value) -> Value:
-    """Whether a MIN or MAX register ``reg`` holding ``base`` takes ``value`` instead."""
-    return value < base if reg.func == "MIN" else value > base
+def _beats(reg, value: Value, base: Value, chunk: int | None = None) -> Value:
+    """Whether a MIN or MAX register ``reg`` holding ``base`` takes ``value`` instead (with ``chunk``,
+    compared in slices: :func:`~cepc.hw.expr.ordered`)."""
+    op = "<" if reg.func == "MIN" else ">"
+    return ordered(op, value, base, chunk) if chunk else CMP[op](value, base)
 
 
-def _better(q: QueryPlan, a: Value, b: Value) -> Value:
+def _better(q: QueryPlan, a: Value, b: Value, chunk: int | None = None) -> Value:
     """Of two partial matches, by their order registers: a's is kept before b's (it started earlier;
     for WITHIN without aggregates in DEFINE, later: by count, the shorter)."""
     smaller_wins = q.latest and q.registers[q.order_register].func == "COUNT"
-    return a < b if smaller_wins else a > b
+    op = "<" if smaller_wins else ">"
+    return ordered(op, a, b, chunk) if chunk else CMP[op](a, b)
 
 
 def _first_best(valid: list[Value], better) -> list[Value]:
@@ -413,18 +419,18 @@ class Conditions:
         builders = {}
         for (s, p), i in self.holds.items():
             if p not in builders:
-                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known)
+                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known, chunk=COMPARE_CARRY)
             bits[i] = builders[p].truth(q.predicates[q.nfa.pred[s]].expr)
         if self.extend:
             since = ExprBuilder(field, None, known).value(window_start(q))
         for p, i in self.extend.items():
-            bits[i] = old[p][q.start_time_register] >= since
+            bits[i] = ordered(">=", old[p][q.start_time_register], since, COMPARE_CARRY)
         for p, i in self.full.items():
             bits[i] = old[p][self.count] == q.max_length
         for (a, b), i in self.before.items():
-            bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register])
+            bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register], COMPARE_CARRY)
         for (p, r), i in self.beats.items():
-            bits[i] = _beats(q.registers[r], _source(q.registers[r], field, known), old[p][r])
+            bits[i] = _beats(q.registers[r], _source(q.registers[r], field, known), old[p][r], COMPARE_CARRY)
         return Cat(*bits) if bits else Const(0, 1)
 
 
@@ -657,7 +663,7 @@ class PartialMatchCore(wiring.Component):
 
         def against(c: int | None) -> ExprBuilder:
             if c not in builders:
-                builders[c] = ExprBuilder(later, lambda r, c=c: candidate(c, r), known)
+                builders[c] = ExprBuilder(later, lambda r, c=c: candidate(c, r), known, chunk=COMPARE_CARRY)
             return builders[c]
 
         bits: list[Value] = [Const(0)] * conds.width
@@ -667,7 +673,7 @@ class PartialMatchCore(wiring.Component):
         if conds.extend:
             since = ExprBuilder(later, None, known).value(window_start(q))
         for p, i in conds.extend.items():
-            bits[i] = picked(p, lambda c: candidate(c, q.start_time_register) >= since)
+            bits[i] = picked(p, lambda c: ordered(">=", candidate(c, q.start_time_register), since, COMPARE_CARRY))
         for p, i in conds.full.items():
             bits[i] = picked(p, lambda c: candidate(c, conds.count) == q.max_length)
         for (a, b), i in conds.before.items():
@@ -675,7 +681,7 @@ class PartialMatchCore(wiring.Component):
         for (p, r), i in conds.beats.items():
             reg = q.registers[r]
             value = _source(reg, later, known)
-            bits[i] = picked(p, lambda c, reg=reg, r=r, value=value: _beats(reg, value, candidate(c, r)))
+            bits[i] = picked(p, lambda c, reg=reg, r=r, value=value: _beats(reg, value, candidate(c, r), COMPARE_CARRY))
         m.d.comb += self.next_cond.eq(Cat(*bits))
 
 
