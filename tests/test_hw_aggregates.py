@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from cepc import events
 from cepc.hw.decoder import PredicateDecoder
 from cepc.hw.layouts import tuple_layout
-from cepc.hw.nfa_core import Conditions, PartialMatchCore, TupleTerms
+from cepc.hw.nfa_core import BEATS_MAX, Conditions, PartialMatchCore, TupleTerms
 from cepc.hw.partition.table import stall_spacing
 from cepc.lang import ast
 from cepc.lang.check import check
@@ -663,6 +663,9 @@ def test_min_and_max_updates_take_their_compare_from_the_conditions():
     large, rise = q.nfa.labels.index("largeSize"), q.nfa.labels.index("priceRise")
     top = next(r for r, reg in enumerate(q.registers) if reg.func == "MAX")
     assert set(conds.beats) == {(p, top) for p in (large, rise)}
+    # (mshape's MAX(price), kept by five states, is compared in its update: BEATS_MAX)
+    mshape = lower(check(parse_file(ROOT / "examples" / "mshape" / "mshape.sql"))).queries[0]
+    assert not Conditions(mshape).beats and len(conds.beats) <= BEATS_MAX
 
     def register(s, r):
         lo = q.nfa.n_states + s * q.register_width + sum(reg.width for reg in q.registers[:r])

@@ -24,6 +24,13 @@ from .layouts import ident
 
 # The conditions' orderings (Conditions): no carry chain longer than this many bits (cepc.hw.expr.ordered)
 COMPARE_CARRY = 16
+# A MIN's or MAX's compare is among the conditions (Conditions.beats) where a query has at most this many
+# (a predecessor state's register each). Each is computed for every state the table may pick (each way's,
+# each write's in flight): finance0's two took its update loop's compare out, 118.8 → 129.0 MHz at seed
+# 1 (128.3 at seed 2, 118.9 before); mshape's five made its routing far slower (42,624 of 97,032 arcs
+# left after 43 minutes of routing, where its whole place and route had taken 23), and finance5's four
+# gained nothing (104.5 → 105.2 MHz at seed 1, 18 % more LUT4s).
+BEATS_MAX = 2
 
 
 class OwnPredicate(wiring.Component):
@@ -371,7 +378,9 @@ class Conditions:
                     if (sources[i], sources[j]) not in self.before:
                         self.before[(sources[i], sources[j])] = n
                         n += 1
-        for p in sorted({p for s in range(nfa.n_states) for p in nfa.predecessors[s]}):
+        sources = sorted({p for s in range(nfa.n_states) for p in nfa.predecessors[s]})
+        extremes = [r for r, reg in enumerate(q.registers) if reg.func in ("MIN", "MAX")]
+        for p in sources:
             if q.within is not None:
                 self.extend[p] = n
                 n += 1
@@ -380,10 +389,9 @@ class Conditions:
                 n += 1
             # (a MIN's or MAX's compare was in the update loop: finance0's MAX(price), 32 logic levels
             # from the table's `out_state` into its newest write, with the two-cycle update)
-            for r, reg in enumerate(q.registers):
-                if reg.func in ("MIN", "MAX"):
-                    self.beats[(p, r)] = n
-                    n += 1
+            for r in extremes if len(sources) * len(extremes) <= BEATS_MAX else ():
+                self.beats[(p, r)] = n
+                n += 1
         self.width = n
 
     def fields_read(self, known: tuple[PExpr, ...] = ()) -> list[str]:
