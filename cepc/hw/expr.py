@@ -18,9 +18,9 @@ CMP = {"==": Value.__eq__, "!=": Value.__ne__, "<": Value.__lt__, "<=": Value.__
         ">": Value.__gt__, ">=": Value.__ge__}
 
 
-def ordered(op: str, a: Value, b: Value, chunk: int) -> Value:
+def ordered(op: str, a: Value, b: Value, chunk: int | None = None) -> Value:
     """``a op b`` for an ordering ``op`` (``<``, ``<=``, ``>``, ``>=``), exact as Amaranth's over mixed
-    signedness, with no carry chain longer than ``chunk`` bits: both are widened to a common width
+    signedness; with ``chunk``, with no carry chain longer than that: both are widened to a common width
     (signed values offset by their sign bit, so that they order as unsigned), cut into ``chunk``-bit
     slices compared side by side, and the slices' results joined from the most significant (a few
     gates). Yosys maps an ordering onto one carry chain of the operands' width: finance5's 66-bit
@@ -29,7 +29,7 @@ def ordered(op: str, a: Value, b: Value, chunk: int) -> Value:
     sa, sb = a.shape().signed, b.shape().signed
     signed = sa or sb
     width = max(len(a) + (signed and not sa), len(b) + (signed and not sb))
-    if width <= chunk:
+    if not chunk or width <= chunk:
         return CMP[op](a, b)
 
     def widened(v, s):
@@ -80,7 +80,7 @@ class ExprBuilder:
             v = a + b if e.op == "+" else a - b if e.op == "-" else a * b
         elif isinstance(e, PCmp):
             a, b = self.value(e.left), self.value(e.right)
-            v = ordered(e.op, a, b, self._chunk) if self._chunk and e.op not in ("==", "!=") else CMP[e.op](a, b)
+            v = CMP[e.op](a, b) if e.op in ("==", "!=") else ordered(e.op, a, b, self._chunk)
         elif isinstance(e, PBool):
             parts = [self.truth(o) for o in e.operands]
             if e.op == "not":

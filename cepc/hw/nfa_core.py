@@ -18,7 +18,7 @@ from ..plan import (
     children,
     has_aggregates,
 )
-from .expr import CMP, ExprBuilder, ordered
+from .expr import ExprBuilder, ordered
 from .layouts import field as field_of
 from .layouts import ident
 
@@ -307,16 +307,14 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr,
 def _beats(reg, value: Value, base: Value, chunk: int | None = None) -> Value:
     """Whether a MIN or MAX register ``reg`` holding ``base`` takes ``value`` instead (with ``chunk``,
     compared in slices: :func:`~cepc.hw.expr.ordered`)."""
-    op = "<" if reg.func == "MIN" else ">"
-    return ordered(op, value, base, chunk) if chunk else CMP[op](value, base)
+    return ordered("<" if reg.func == "MIN" else ">", value, base, chunk)
 
 
 def _better(q: QueryPlan, a: Value, b: Value, chunk: int | None = None) -> Value:
     """Of two partial matches, by their order registers: a's is kept before b's (it started earlier;
     for WITHIN without aggregates in DEFINE, later: by count, the shorter)."""
     smaller_wins = q.latest and q.registers[q.order_register].func == "COUNT"
-    op = "<" if smaller_wins else ">"
-    return ordered(op, a, b, chunk) if chunk else CMP[op](a, b)
+    return ordered("<" if smaller_wins else ">", a, b, chunk)
 
 
 def _first_best(valid: list[Value], better) -> list[Value]:
