@@ -26,8 +26,9 @@ from .layouts import ident
 COMPARE_CARRY = 16
 # A MIN's or MAX's compare is among the conditions (Conditions.beats) where a query has at most this many
 # (a predecessor state's register each). Each is computed for every state the table may pick (each way's,
-# each write's in flight): finance0's two took its update loop's compare out, 118.8 → 129.0 MHz at seed
-# 1 (128.3 at seed 2, 118.9 before); mshape's five made its routing far slower (42,624 of 97,032 arcs
+# each write's in flight): finance0's two took its update loop's compare out (with the sweep's change,
+# 118.8 → 129.0 MHz at seed 1; with the sliced orderings too 124.4, and 126.4 without the two: within
+# one seed's placement noise, bench/results/synth.md); mshape's five made its routing far slower (42,624 of 97,032 arcs
 # left after 43 minutes of routing, where its whole place and route had taken 23), and finance5's four
 # gained nothing (104.5 → 105.2 MHz at seed 1, 18 % more LUT4s).
 BEATS_MAX = 2
