@@ -26,11 +26,12 @@ from .layouts import ident
 COMPARE_CARRY = 16
 # A MIN's or MAX's compare is among the conditions (Conditions.beats) where a query has at most this many
 # (a predecessor state's register each). Each is computed for every state the table may pick (each way's,
-# each write's in flight): finance0's two took its update loop's compare out (with the sweep's change,
-# 118.8 → 129.0 MHz at seed 1; with the sliced orderings too 124.4, and 126.4 without the two: within
-# one seed's placement noise, bench/results/synth.md); mshape's five made its routing far slower (42,624 of 97,032 arcs
-# left after 43 minutes of routing, where its whole place and route had taken 23), and finance5's four
-# gained nothing (104.5 → 105.2 MHz at seed 1, 18 % more LUT4s).
+# each write's in flight). finance0's two took its update loop's compare out (`MAX(price)`, 32 logic
+# levels from the table's `out_state` into its newest write): with the sweep's change, 118.8 → 129.0 MHz
+# at seed 1; with the sliced orderings too 124.4, and 126.4 without the two (within one seed's placement
+# noise: bench/results/synth.md). mshape's five made its routing far slower (42,624 of 97,032 arcs left
+# after 43 minutes of routing, where its whole place and route had taken 23), and finance5's four gained
+# nothing (104.5 → 105.2 MHz at seed 1, 18 % more LUT4s).
 BEATS_MAX = 2
 
 
@@ -379,6 +380,8 @@ class Conditions:
                         n += 1
         sources = sorted({p for s in range(nfa.n_states) for p in nfa.predecessors[s]})
         extremes = [r for r, reg in enumerate(q.registers) if reg.func in ("MIN", "MAX")]
+        if len(sources) * len(extremes) > BEATS_MAX:  # (compared in the update instead: BEATS_MAX)
+            extremes = []
         for p in sources:
             if q.within is not None:
                 self.extend[p] = n
@@ -386,9 +389,7 @@ class Conditions:
             if self.count is not None and not q.bounded:
                 self.full[p] = n
                 n += 1
-            # (a MIN's or MAX's compare was in the update loop: finance0's MAX(price), 32 logic levels
-            # from the table's `out_state` into its newest write, with the two-cycle update)
-            for r in extremes if len(sources) * len(extremes) <= BEATS_MAX else ():
+            for r in extremes:
                 self.beats[(p, r)] = n
                 n += 1
         self.width = n
