@@ -42,7 +42,8 @@ block RAM stores each entry and, above it, whether the entry is in use (its vect
    offered on ``out_*``, is the key's own newest write if there is one, else block RAM's word of
    that way; the caller's ``next_state`` is registered as the write. Which write holds the key's
    state, and each way's flags as the writes ahead but the newest leave them, are decided at stage 3
-   and registered, and so is the state of the key's newest write but w0 (zero if none); with WITHIN
+   and registered, and so is the state of the key's newest write but w0 (zero if none; with the
+   two-cycle update on a large die, read from a LUT RAM the writes' states go into); with WITHIN
    or ``evict_after`` so is whether each entry is stale (its expiry against the key's time, given two
    stages ahead as ``now2`` and registered: the writes' expiries, w0's as it is formed among them,
    compared a stage earlier still; its stamp against the epoch of the lookup). The
@@ -88,6 +89,7 @@ from collections.abc import Callable
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 
 from ..ecp5 import RegisteredRam
 from ..replica import Replica, small_die
@@ -103,7 +105,8 @@ FORWARD = DEPTH + 2
 GROUP_BANKS = 8
 COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits per registered chunk
 # on a large die, the state's select lines (which write or way is the key's): a copy per this many
-# bits of a wide state (a partial-match core's, 1,085 bits for mshape), so no select reaches them all
+# bits of a wide state (a partial-match core's, 1,062 bits for mshape), so no select reaches them all;
+# and with the two-cycle update, the older write's state: a LUT RAM and its read address per this many
 SELECT_CHUNK = 64
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
@@ -763,18 +766,40 @@ class TablePartitioner(wiring.Component):
                 m.d.sync += [expiry_at[k + 1].eq(expiry_at[k]) for k in range(3, self.depth)]
             next_expiry = expiry_at[self.depth]  # the placed key's, which the write it forms stores
         # With `lag` on a large die, the older write's select lines (`older_one`, and the priority of
-        # those two or more ahead) pick a state a thousand bits wide (mshape's 1,085) and its conditions:
-        # one flag register fanned out to all of them across the die (mshape's critical path with the
-        # two-cycle update: 7.8 ns of its 10.2 were routes from `key3_ahead1`). Each SELECT_CHUNK bits of
-        # the state, and the conditions, take a copy of their own of the flags the select lines come
+        # those two or more ahead) pick its conditions: one flag register fanned out across the die
+        # (mshape's critical path with the two-cycle update: 7.8 ns of its 10.2 were routes from
+        # `key3_ahead1`). The conditions take a copy of their own of the flags the select lines come
         # from (`older_one`'s and mine3r's), decided a stage early (wired below, once w0's ways are
-        # known) and moving with the registers they copy; each takes their priority after its copy.
-        older_copies = []
-        if older_next is not None and stale_free and sw > SELECT_CHUNK:
-            for c in range(-(-sw // SELECT_CHUNK) + (1 if cw else 0)):
+        # known) and moving with the registers they copy, and take their priority after it.
+        # The older write's state (finance0's 627 bits, mshape's 1,062) is not picked from the writes'
+        # registers at all: each enabled edge writes w0's state into a small LUT RAM (`history`; on
+        # ECP5, TRELLIS_DPR16X4s) at `history_at`, so the write k ahead of w0 is at history_at - k, and
+        # the state is read at an address decided a stage early, a copy of it per SELECT_CHUNK bits
+        # with whether the key's older write is w0 or an older one (`history_read`; w0's is taken from
+        # its register). Picked from the writes, with copies of the flags per chunk, the pick's
+        # inputs were six registers as wide as the state, spread across the die by their other loads
+        # (block RAM's copies of the write, the conditions), and its routes, from the copies and from
+        # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes).
+        use_history = older_next is not None and stale_free and sw > SELECT_CHUNK
+        older_copies, history = [], []
+        # (deep enough for the writes forwarded: the newest older write read is the one after w0)
+        history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
+        if use_history:
+            for c in range(1 if cw else 0):  # (the conditions')
                 copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
+            with m.If(self.en):
+                m.d.sync += history_at.eq(history_at + 1)
+            for c in range(-(-sw // SELECT_CHUNK)):
+                lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
+                mem = m.submodules[f"history{c}"] = Memory(shape=hi - lo, depth=1 << len(history_at), init=[])
+                write, read = mem.write_port(), mem.read_port(domain="comb")
+                # (the copy: whether the key's older write is w0, whether it is an older one, where)
+                at = m.submodules[f"{Replica.PREFIX}history_read{c}"] = Replica(2 + len(history_at))
+                m.d.comb += [write.addr.eq(history_at), write.data.eq(fields(writes[0]["entry"])[0][lo:hi]),
+                             write.en.eq(self.en), read.addr.eq(at.q[2:]), at.en.eq(self.en)]
+                history.append((lo, hi, at, read.data))
 
         # Each way's flags as the lookup sees them: patched with the newest write (w0) if it touched the
         # way, else with the newest of the older writes ahead that did, else block RAM's. What the older
@@ -879,10 +904,10 @@ class TablePartitioner(wiring.Component):
             older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
-                if older_copies:
-                    for c in range(-(-sw // SELECT_CHUNK)):
-                        lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
-                        m.d.sync += older_state[lo:hi].eq(older_of(older_values, 0, lo, hi, older_copies[c]))
+                if history:
+                    w0_state = fields(writes[0]["entry"])[0]
+                    for lo, hi, at, data in history:
+                        m.d.sync += older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
                 else:
                     m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
                 if cw and self.stall:
@@ -1021,7 +1046,7 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += w0["keep"].eq(0)
             for older, newer in zip(writes[1:], writes):
                 m.d.sync += [older[f].eq(newer[f]) for f in older]
-        if older_copies:
+        if use_history:
             # (the write one ahead's flag at stage 3 takes w0's ways: those the key forming it targets.
             # A swept bucket's write is no key's, and no key is in flight while the table is swept.)
             # (mine3r's flags, not their priority: the priority's gates are taken beside each copy,
@@ -1030,6 +1055,16 @@ class TablePartitioner(wiring.Component):
             one_next, *mine_next = older_next
             for copy in older_copies:
                 m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *mine_next))
+            # the newest of the writes two or more ahead that is the key's (mine_next[i]: the write i
+            # after w1 once the next enabled edge has moved the writes and history_at): then at
+            # history_at - i, as history_at is now
+            offset = Const(0, len(history_at))
+            for i in reversed(range(len(mine_next))):
+                offset = Mux(mine_next[i], i, offset)
+            read_next = Signal(len(history_at), name="history_read_next")
+            m.d.comb += read_next.eq(history_at - offset)
+            for _, _, at, _ in history:
+                m.d.comb += at.d.eq(Cat(one_next & Cat(*target).any(), Cat(*mine_next).any(), read_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
