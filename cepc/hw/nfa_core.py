@@ -458,7 +458,10 @@ class PartialMatchCore(wiring.Component):
 
     ``match`` when an accepting state turns on; ``ends`` are then the earliest
     (latest) such state's registers, from which and the tuple :class:`Measures`
-    computes the measures (the top puts a register between them).
+    computes the measures (the top puts a register between them), and ``ends_at``
+    which accepting state that is (one-hot, in the order of the NFA's states): its
+    registers are also in ``next``, where a caller that registers ``next`` anyway
+    can take them after that register instead.
     ``overflow`` when a partial match of ``max_length`` tuples could have
     been extended: it is dropped instead, so results are exact while that
     never happens. Combinational, like :class:`NfaCore`.
@@ -491,6 +494,7 @@ class PartialMatchCore(wiring.Component):
             "tuple": In(tuple_layout),
             "next": Out(query.payload_width), "match": Out(1),
             "overflow": Out(1), "ends": Out(query.register_width),
+            "ends_at": Out(max(1, sum(query.nfa.accept))),
         }
         # given ``carried_terms``, the tuple's terms (TupleTerms) come packed on ``terms`` (and
         # ``next_terms``), computed before; else the core computes them from the tuple
@@ -640,6 +644,8 @@ class PartialMatchCore(wiring.Component):
         ends = [wire(e, f"{nfa.labels[s]}_ends") for e, s in zip(ends, accepting)]
         match = _any([vector[s] for s in accepting])
         m.d.comb += [self.match.eq(match), self.overflow.eq(_any(overflow))]
+        if ends:
+            m.d.comb += self.ends_at.eq(Cat(*ends))
         # the match's registers: the winning accepting state's (the measures follow from them and the tuple)
         for r, reg in enumerate(regs):
             m.d.comb += self.ends[offsets[r]:offsets[r] + reg.width].eq(

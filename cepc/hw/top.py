@@ -519,10 +519,30 @@ class Top(wiring.Component):
             with m.If(en_q):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
             if q.measures:
-                ends = Signal(q.register_width, name=f"{qname}_ends", reset_less=True)
                 last = Signal(self.tuple_layout, name=f"{qname}_last", reset_less=True)
                 with m.If(en_q):
-                    m.d.sync += [ends.eq(core.ends), last.eq(t_tuple)]
+                    m.d.sync += last.eq(t_tuple)
+                if isinstance(part, TablePartitioner):
+                    # The match's registers are its accepting state's in the core's next state, which
+                    # the table registers as its newest write on the same edge: taken from there (and
+                    # picked by the accepting state, registered, where there are several), not from a
+                    # register of their own after the core's update (mshape's critical path at
+                    # 42d4237: the core's state through MAX(price)'s compare into that register)
+                    n, per = q.nfa.n_states, q.register_width
+                    accepting = [s for s in range(n) if q.nfa.accept[s]]
+                    slices = [part.last_write[n + s * per:n + (s + 1) * per] for s in accepting]
+                    ends = slices[0]
+                    if len(slices) > 1:
+                        ends_at = Signal(len(slices), name=f"{qname}_ends_at", reset_less=True)
+                        with m.If(en_q):
+                            m.d.sync += ends_at.eq(core.ends_at)
+                        ends = Const(0, per)
+                        for at, value in zip(ends_at, slices):
+                            ends = ends | Mux(at, value, 0)
+                else:
+                    ends = Signal(q.register_width, name=f"{qname}_ends", reset_less=True)
+                    with m.If(en_q):
+                        m.d.sync += ends.eq(core.ends)
                 measures = Measures(q, self.tuple_layout)
                 m.submodules[f"{qname}_measures"] = measures
                 m.d.comb += [measures.ends.eq(ends), measures.tuple.eq(last)]

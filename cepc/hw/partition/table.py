@@ -297,6 +297,10 @@ class TablePartitioner(wiring.Component):
             signature["cond_in"] = wiring.In(cond_in_width)
             if not lag:
                 signature["next_cond"] = wiring.In(cond_width)
+        # the state of the newest write (w0's: the caller's ``next_state``, registered as the write on
+        # the enabled edge after its lookup, or with ``lag`` after stage 5), for a caller that would
+        # otherwise register part of it again (the top's record of a match: its registers)
+        signature["last_write"] = wiring.Out(state_width)
         self.en_ahead = en_ahead
         # on a large die, the write reaches the banks through a copy of its own, as with many banks
         self.relay = relay
@@ -480,6 +484,7 @@ class TablePartitioner(wiring.Component):
                    "was": Signal(name=f"w{j}_was", reset_less=bare)}  # the entry it writes was in use
                   for j in range(forward)]
         w0 = writes[0]
+        m.d.comb += self.last_write.eq(fields(w0["entry"])[0])
         # Direct-indexed with nothing stale, every key writes its own entry: the write always targets
         # the one way, and whether it keeps a state is read off its entry, not registered from the
         # core's next state (that OR was the end of the update loop's path)
