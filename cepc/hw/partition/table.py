@@ -779,11 +779,9 @@ class TablePartitioner(wiring.Component):
         # The older write's state (finance0's 627 bits, mshape's 1,062) is not picked from the writes'
         # registers at all: each enabled edge writes w0's state into a small LUT RAM (`history`; on
         # ECP5, TRELLIS_DPR16X4s) at `history_at`, so the write k ahead of w0 is at history_at - k, and
-        # the state is read at the address of the key's newest older write: each SELECT_CHUNK bits take
-        # a copy of their own of the flags above and of history_at (`history_read`), and form the
-        # address after it, beside their LUT RAM (w0's state is taken from its register). (Formed
-        # before the copies, the address was a chain of gates into copies across the die: mshape's
-        # critical path, 9.1 ns.) Picked from the writes, with copies of the flags per chunk, the pick's
+        # the state is read at an address decided a stage early, a copy of it per SELECT_CHUNK bits
+        # with whether the key's older write is w0 or an older one (`history_read`; w0's is taken from
+        # its register). Picked from the writes, with copies of the flags per chunk, the pick's
         # inputs were six registers as wide as the state, spread across the die by their other loads
         # (block RAM's copies of the write, the conditions), and its routes, from the copies and from
         # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes).
@@ -802,17 +800,11 @@ class TablePartitioner(wiring.Component):
                 lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
                 mem = m.submodules[f"history{c}"] = Memory(shape=hi - lo, depth=1 << len(history_at), init=[])
                 write, read = mem.write_port(), mem.read_port(domain="comb")
-                # (the copy: whether the key's older write is w0; whether each of those two or more
-                # ahead is, mine3r's flags; history_at, as it moves with them)
-                copy = m.submodules[f"{Replica.PREFIX}history_read{c}"] = Replica(forward - 1 + len(history_at))
-                one, mine, at = copy.q[0], copy.q[1:forward - 1], copy.q[forward - 1:]
-                # the newest of the writes two or more ahead that is the key's, i after w1: at history_at - i - 1
-                addr = Const(0, len(history_at))
-                for i in reversed(range(forward - 2)):
-                    addr = Mux(mine[i], (at - i - 1)[:len(history_at)], addr)
+                # (the copy: whether the key's older write is w0, whether it is an older one, where)
+                at = m.submodules[f"{Replica.PREFIX}history_read{c}"] = Replica(2 + len(history_at))
                 m.d.comb += [write.addr.eq(history_at), write.data.eq(fields(writes[0]["entry"])[0][lo:hi]),
-                             write.en.eq(self.en), read.addr.eq(addr), copy.en.eq(self.en)]
-                history.append((lo, hi, copy, one, mine.any(), read.data))
+                             write.en.eq(self.en), read.addr.eq(at.q[2:]), at.en.eq(self.en)]
+                history.append((lo, hi, at, read.data))
 
         # Each way's flags as the lookup sees them: patched with the newest write (w0) if it touched the
         # way, else with the newest of the older writes ahead that did, else block RAM's. What the older
@@ -919,8 +911,8 @@ class TablePartitioner(wiring.Component):
                 m.d.sync += pick_newest.eq(newest_next)
                 if history:
                     w0_state = fields(writes[0]["entry"])[0]
-                    for lo, hi, _, one, older, data in history:
-                        m.d.sync += older_state[lo:hi].eq(Mux(one, w0_state[lo:hi], Mux(older, data, 0)))
+                    for lo, hi, at, data in history:
+                        m.d.sync += older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
                 else:
                     m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
                 if cw and self.stall:
@@ -1068,8 +1060,16 @@ class TablePartitioner(wiring.Component):
             one_next, *mine_next = older_next
             for copy in older_copies:
                 m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *mine_next))
-            for _, _, copy, _, _, _ in history:  # (history_at as the next enabled edge leaves it)
-                m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *mine_next, (history_at + 1)[:len(history_at)]))
+            # the newest of the writes two or more ahead that is the key's (mine_next[i]: the write i
+            # after w1 once the next enabled edge has moved the writes and history_at): then at
+            # history_at - i, as history_at is now
+            offset = Const(0, len(history_at))
+            for i in reversed(range(len(mine_next))):
+                offset = Mux(mine_next[i], i, offset)
+            read_next = Signal(len(history_at), name="history_read_next")
+            m.d.comb += read_next.eq(history_at - offset)
+            for _, _, at, _ in history:
+                m.d.comb += at.d.eq(Cat(one_next & Cat(*target).any(), Cat(*mine_next).any(), read_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
