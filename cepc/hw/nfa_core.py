@@ -334,6 +334,14 @@ def _first_best(valid: list[Value], better) -> list[Value]:
     return wins
 
 
+def pick(wins: list[Value], values: list[Value], width: int) -> Value:
+    """The value whose bit of the one-hot ``wins`` is set (zero if none), ``width`` bits: an OR of gates."""
+    out = Const(0, width)
+    for w, v in zip(wins, values):
+        out = out | Mux(w, v.as_unsigned(), 0)
+    return out
+
+
 def _any(bits: list[Value]) -> Value:
     return Cat(*bits).any() if bits else Const(0)
 
@@ -554,12 +562,6 @@ class PartialMatchCore(wiring.Component):
             sig = Signal(len(value), name=ident(name))
             m.d.comb += sig.eq(value)
             return sig
-
-        def pick(wins: list[Value], values: list[Value], width: int) -> Value:
-            out = Const(0, width)
-            for w, v in zip(wins, values):
-                out = out | Mux(w, v.as_unsigned(), 0)
-            return out
 
         # a candidate's registers after the tuple, by the partial match it extends (None: a new one):
         # the same whichever state it enters

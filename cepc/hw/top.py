@@ -41,7 +41,7 @@ from .delay import DelayLine
 from .fifo import BlockRamFifo, OutputFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
-from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleInputs, TupleTerms
+from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleInputs, TupleTerms, pick
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
 from .partition.table import stall_spacing
@@ -536,9 +536,7 @@ class Top(wiring.Component):
                         ends_at = Signal(len(slices), name=f"{qname}_ends_at", reset_less=True)
                         with m.If(en_q):
                             m.d.sync += ends_at.eq(core.ends_at)
-                        ends = Const(0, per)
-                        for at, value in zip(ends_at, slices):
-                            ends = ends | Mux(at, value, 0)
+                        ends = pick(list(ends_at), slices, per)
                 else:
                     ends = Signal(q.register_width, name=f"{qname}_ends", reset_less=True)
                     with m.If(en_q):

@@ -787,9 +787,9 @@ class TablePartitioner(wiring.Component):
         # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes).
         use_history = older_next is not None and stale_free and sw > SELECT_CHUNK
         older_copies, history = [], []
-        # (deep enough for the writes forwarded: the newest older write read is the one after w0)
-        history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
         if use_history:
+            # (deep enough for the writes forwarded: the oldest read is forward - 2 behind w0)
+            history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
             for c in range(1 if cw else 0):  # (the conditions')
                 copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
