@@ -108,15 +108,20 @@ class NfaCore(wiring.Component):
         return m
 
 
+def packed_registers(q: QueryPlan, payload: Value, s: int) -> Value:
+    """NFA state s's registers in a partition's payload (the state vector, then each state's
+    registers, LSB-first), packed as :class:`PartialMatchCore`'s ``ends`` carries them."""
+    lo = q.nfa.n_states + s * q.register_width
+    return payload[lo:lo + q.register_width]
+
+
 def _registers(q: QueryPlan, payload: Value) -> list[list[Value]]:
-    """Each NFA state's registers in a partition's payload (the state vector, then each state's
-    registers, LSB-first), as values of their shapes."""
-    regs, n = q.registers, q.nfa.n_states
-    out, lo = [], n
-    for _ in range(n):
-        row = []
-        for reg in regs:
-            v = payload[lo:lo + reg.width]
+    """Each NFA state's registers in a partition's payload, as values of their shapes."""
+    out = []
+    for s in range(q.nfa.n_states):
+        packed, row, lo = packed_registers(q, payload, s), [], 0
+        for reg in q.registers:
+            v = packed[lo:lo + reg.width]
             row.append(v.as_signed() if reg.signed else v)
             lo += reg.width
         out.append(row)

@@ -41,7 +41,17 @@ from .delay import DelayLine
 from .fifo import BlockRamFifo, OutputFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
-from .nfa_core import Conditions, DfaCore, Measures, NfaCore, PartialMatchCore, TupleInputs, TupleTerms, pick
+from .nfa_core import (
+    Conditions,
+    DfaCore,
+    Measures,
+    NfaCore,
+    PartialMatchCore,
+    TupleInputs,
+    TupleTerms,
+    packed_registers,
+    pick,
+)
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
 from .partition.table import stall_spacing
@@ -528,15 +538,14 @@ class Top(wiring.Component):
                     # picked by the accepting state, registered, where there are several), not from a
                     # register of their own after the core's update (mshape's critical path at
                     # 42d4237: the core's state through MAX(price)'s compare into that register)
-                    n, per = q.nfa.n_states, q.register_width
-                    accepting = [s for s in range(n) if q.nfa.accept[s]]
-                    slices = [part.last_write[n + s * per:n + (s + 1) * per] for s in accepting]
+                    slices = [packed_registers(q, part.last_write, s)
+                              for s in range(q.nfa.n_states) if q.nfa.accept[s]]
                     ends = slices[0]
                     if len(slices) > 1:
                         ends_at = Signal(len(slices), name=f"{qname}_ends_at", reset_less=True)
                         with m.If(en_q):
                             m.d.sync += ends_at.eq(core.ends_at)
-                        ends = pick(list(ends_at), slices, per)
+                        ends = pick(list(ends_at), slices, q.register_width)
                 else:
                     ends = Signal(q.register_width, name=f"{qname}_ends", reset_less=True)
                     with m.If(en_q):

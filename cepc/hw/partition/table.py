@@ -1058,8 +1058,9 @@ class TablePartitioner(wiring.Component):
             # after it, so the one net into the copies across the die comes from two gates, not a
             # chain of them: finance0's critical path at 9e13792 was the priority, 7.8 ns)
             one_next, *mine_next = older_next
+            one_next = one_next & Cat(*target).any()
             for copy in older_copies:
-                m.d.comb += copy.d.eq(Cat(one_next & Cat(*target).any(), *mine_next))
+                m.d.comb += copy.d.eq(Cat(one_next, *mine_next))
             # the newest of the writes two or more ahead that is the key's (mine_next[i]: the write i
             # after w1 once the next enabled edge has moved the writes and history_at): then at
             # history_at - i, as history_at is now
@@ -1069,7 +1070,7 @@ class TablePartitioner(wiring.Component):
             read_next = Signal(len(history_at), name="history_read_next")
             m.d.comb += read_next.eq(history_at - offset)
             for _, _, at, _ in history:
-                m.d.comb += at.d.eq(Cat(one_next & Cat(*target).any(), Cat(*mine_next).any(), read_next))
+                m.d.comb += at.d.eq(Cat(one_next, Cat(*mine_next).any(), read_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
