@@ -784,13 +784,15 @@ class TablePartitioner(wiring.Component):
         # its register). Picked from the writes, with copies of the flags per chunk, the pick's
         # inputs were six registers as wide as the state, spread across the die by their other loads
         # (block RAM's copies of the write, the conditions), and its routes, from the copies and from
-        # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes).
-        use_history = older_next is not None and stale_free and sw > SELECT_CHUNK
+        # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes). So with
+        # entries that go stale (finance2's older-write pick: 9.3 ns of routes from the key compares into
+        # `older4_state`): the older write is the same one, and only its conditions keep their own pick.
+        use_history = older_next is not None and sw > SELECT_CHUNK
         older_copies, history = [], []
         if use_history:
             # (deep enough for the writes forwarded: the oldest read is forward - 2 behind w0)
             history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
-            for c in range(1 if cw else 0):  # (the conditions')
+            for c in range(1 if cw and stale_free else 0):  # (the conditions')
                 copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
@@ -862,6 +864,17 @@ class TablePartitioner(wiring.Component):
                 conds.append(early)
             return conds
 
+        def older_state_taken(older_state):
+            """What ``older_state`` takes at stage 3: the state of the key's newest older write ahead
+            (zero if none), read from `history` where the table has it (whether anything goes stale or
+            not: the same write), else picked from the writes' registers by `older_of`."""
+            if not history:
+                return [older_state.eq(older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)],
+                                                Const(0, sw)))]
+            w0_state = fields(writes[0]["entry"])[0]
+            return [older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
+                    for lo, hi, at, data in history]
+
         hits = first([own[w] & live[w] for w in range(W)])
         hit = Cat(*hits).any()
         # a key reuses its own stale entry before any other, so it is never held twice
@@ -906,15 +919,8 @@ class TablePartitioner(wiring.Component):
             if self.stall:  # (block RAM's ways alone)
                 newest, base = None, Const(0, sw)
             older_conds = older_conditions() if cw and not self.stall else None
-            older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             with m.If(self.en):
-                m.d.sync += pick_newest.eq(newest_next)
-                if history:
-                    w0_state = fields(writes[0]["entry"])[0]
-                    for lo, hi, at, data in history:
-                        m.d.sync += older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
-                else:
-                    m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
+                m.d.sync += [pick_newest.eq(newest_next), *older_state_taken(older_state)]
                 if cw and self.stall:
                     cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
                 elif cw:
@@ -931,8 +937,8 @@ class TablePartitioner(wiring.Component):
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: only the way the key hits, live, holds its state
             # The key's own newest write ahead is its state if the way it wrote is live (else it has
-            # none): w0's, the older one's (the newest of them, picked at stage 3 from registers as
-            # above, and registered) or block RAM's word of the way the key holds, untouched by the
+            # none): w0's, the older one's (the newest of them, read at stage 3 from `history` or picked
+            # from registers as above, and registered) or block RAM's word of the way the key holds, untouched by the
             # writes ahead. Which is decided at stage 3 and registered (below: the flags there are
             # registers or block RAM's word, and w0 is being formed), so, as without anything stale,
             # the state's select lines come from flip-flops. The older write's conditions are each
@@ -947,9 +953,8 @@ class TablePartitioner(wiring.Component):
             # against 92.6 without, its path then w0's conditions into `cond5`, and router1 slower on
             # every seed tried.)
             older_state = Signal(sw, name="older4_state")
-            older_state_next = older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
             with m.If(self.en):
-                m.d.sync += older_state.eq(older_state_next)
+                m.d.sync += older_state_taken(older_state)
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
