@@ -481,7 +481,8 @@ class TablePartitioner(wiring.Component):
                    "entry": Signal(ew, name=f"w{j}_entry", reset_less=bare),
                    "keep": Signal(name=f"w{j}_keep", reset_less=bare),
                    "key": Signal(max(1, self.tag_width), name=f"w{j}_key", reset_less=bare),  # its tag
-                   "was": Signal(name=f"w{j}_was", reset_less=bare)}  # the entry it writes was in use
+                   "was": Signal(name=f"w{j}_was", reset_less=bare),  # the entry it writes was in use
+                   "placed": Signal(name=f"w{j}_placed")}  # valid, and it wrote a way (a register of its own)
                   for j in range(forward)]
         w0 = writes[0]
         m.d.comb += self.last_write.eq(fields(w0["entry"])[0])
@@ -668,8 +669,10 @@ class TablePartitioner(wiring.Component):
 
         def mine_of(j, valid, same_index, same_key_):
             """Whether the write ``j`` ahead (two or more) is the key's: valid, its bucket and key, a way
-            written (what mine3r takes)."""
-            return valid & same_index & same_key_ & writes[j - 2]["ways"].any()
+            written (what mine3r takes). (`placed` says valid and a way written: one flip-flop, not
+            an OR of the ways, into a gate of the compares' registers. With ``stall``, ``valid`` is
+            zero.)"""
+            return (valid if self.stall else writes[j - 2]["placed"]) & same_index & same_key_
 
         def judged(j, valid, same_index, same_key_):
             """mine3r and touch3r of the write ``j`` ahead (``ahead[j]``: writes[j - 2] at stage 2)."""
@@ -796,8 +799,11 @@ class TablePartitioner(wiring.Component):
                 copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
+            depth_h = 1 << len(history_at)
+            slots = [Signal.like(history_at, name=f"history_slot{i}", init=(-i) % depth_h) for i in range(forward - 2)]
             with m.If(self.en):
                 m.d.sync += history_at.eq(history_at + 1)
+                m.d.sync += [slot.eq(slot + 1) for slot in slots]
             for c in range(-(-sw // SELECT_CHUNK)):
                 lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
                 mem = m.submodules[f"history{c}"] = Memory(shape=hi - lo, depth=1 << len(history_at), init=[])
@@ -1040,11 +1046,13 @@ class TablePartitioner(wiring.Component):
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
             m.d.sync += [w0["valid"].eq(vw_), w0["index"].eq(iw_), w0["ways"].eq(Cat(*target)),
-                         w0["entry"].eq(new_entry), w0["key"].eq(tag_of(kw_)), w0["was"].eq(was)]
+                         w0["entry"].eq(new_entry), w0["key"].eq(tag_of(kw_)), w0["was"].eq(was),
+                         w0["placed"].eq(vw_ & Cat(*target).any())]
             if not lean:
                 m.d.sync += w0["keep"].eq(keep)
             with m.If(sweeping):  # the swept bucket: every way cleared (no key is in flight)
-                m.d.sync += [w0["valid"].eq(1), w0["index"].eq(sweep_at), w0["ways"].eq(-1), w0["was"].eq(0)]
+                m.d.sync += [w0["valid"].eq(1), w0["index"].eq(sweep_at), w0["ways"].eq(-1), w0["was"].eq(0),
+                             w0["placed"].eq(1)]
                 # A way is free by its stored `keep`, and a state by its vector: no lookup reads the
                 # rest of a way's entry not in use, nor the registers of a state whose vector is zero
                 # (each use of them is gated by a bit of the vector), which a swept write forwarded to
@@ -1069,11 +1077,13 @@ class TablePartitioner(wiring.Component):
             # the newest of the writes two or more ahead that is the key's (mine_next[i]: the write i
             # after w1 once the next enabled edge has moved the writes and history_at): then at
             # history_at - i, as history_at is now
-            offset = Const(0, len(history_at))
-            for i in reversed(range(len(mine_next))):
-                offset = Mux(mine_next[i], i, offset)
+            # history_at - i for each i is a register of its own (`slots`: moved as history_at is), so
+            # the address is picked from flip-flops by the flags, with no subtraction after the pick
             read_next = Signal(len(history_at), name="history_read_next")
-            m.d.comb += read_next.eq(history_at - offset)
+            pick = Const(0, len(history_at))
+            for i in reversed(range(len(mine_next))):
+                pick = Mux(mine_next[i], slots[i], pick)
+            m.d.comb += read_next.eq(pick)
             for _, _, at, _ in history:
                 m.d.comb += at.d.eq(Cat(one_next, Cat(*mine_next).any(), read_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
