@@ -57,9 +57,7 @@ Given a partial-match core's ``conditions`` (:class:`~cepc.hw.nfa_core.Condition
 also offers the key's state's conditions for its tuple (``out_cond``): computed at stage 3 from each
 way's word and from the key's older writes ahead, and registered, and for the newest write the caller's
 ``next_cond``. Each older write's are computed beside its register, then picked (the picking
-stays off the comparators' path), with WITHIN or ``evict_after`` too; where the older write's state is
-read from the LUT RAM, they are computed from the state read (a LUT RAM's read and a gate ahead of the
-comparators, and no write but the newest keeps its state in registers).
+stays off the comparators' path), with WITHIN or ``evict_after`` too.
 
 So back-to-back tuples of one key, or of keys sharing a bucket, see each other's updates by
 forwarding, never by stalling; every path into and out of block RAM starts or ends in a
