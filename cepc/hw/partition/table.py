@@ -727,9 +727,13 @@ class TablePartitioner(wiring.Component):
                 rest = rest | Mux(f, v, 0)
             return Mux(one, values[0], rest)
 
-        def older_of(values, zero):
-            """The key's older write's ``values``, picked by `older_one` and mine3r."""
-            return newest_of(older_one, [mine3r[j] for j in range(2, forward)], values, zero)
+        def older_of(values, zero, lo=None, hi=None, copy=None):
+            """The key's older write's ``values`` (bits [lo, hi)), picked by `older_one` and mine3r, or by
+            ``copy`` of them (that flag and mine3r's flags, their priority taken after the copy)."""
+            part = [v if lo is None else v[lo:hi] for v in values]
+            if copy is None:
+                return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
+            return newest_of(copy.q[0], list(copy.q[1:]), part, zero)
         way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
         with m.If(self.en):
             m.d.sync += [
@@ -769,25 +773,32 @@ class TablePartitioner(wiring.Component):
                 m.d.sync += [now3.eq(self.now2), expiry_at[3].eq(self.now2 + self.window)]
                 m.d.sync += [expiry_at[k + 1].eq(expiry_at[k]) for k in range(3, self.depth)]
             next_expiry = expiry_at[self.depth]  # the placed key's, which the write it forms stores
-        # With `lag` on a large die, the older write's state wider than SELECT_CHUNK bits (finance0's
-        # 627 bits, mshape's 1,062) is not picked from the writes' registers at all: each enabled edge
-        # writes w0's state into a small LUT RAM (`history`; on ECP5, TRELLIS_DPR16X4s) at `history_at`,
-        # so the write k ahead of w0 is at history_at - k, and the state is read at an address decided a
-        # stage early, a copy of it per SELECT_CHUNK bits with whether the key's older write is w0 or an
-        # older one (`history_read`; w0's is taken from its register). Picked from the writes, with
-        # copies of the flags per chunk, the pick's inputs were six registers as wide as the state,
-        # spread across the die by their other loads (block RAM's copies of the write, the conditions),
-        # and its routes, from the copies and from the writes, were finance0's and mshape's critical
-        # paths (7.1 and 7.9 ns of routes); finance2's, whose entries go stale, 9.3 ns of routes from
-        # the key compares into `older4_state` (the older write is the same one there). The older
-        # write's conditions are then computed from the state read, not from each write's register
-        # and picked (the registers of the writes but w0 then hold nothing any lookup reads, and
-        # synthesis leaves them out).
+        # With `lag` on a large die, the older write's select lines (`older_one`, and the priority of
+        # those two or more ahead) pick its conditions: one flag register fanned out across the die
+        # (mshape's critical path with the two-cycle update: 7.8 ns of its 10.2 were routes from
+        # `key3_ahead1`). The conditions take a copy of their own of the flags the select lines come
+        # from (`older_one`'s and mine3r's), decided a stage early (wired below, once w0's ways are
+        # known) and moving with the registers they copy, and take their priority after it.
+        # The older write's state (finance0's 627 bits, mshape's 1,062) is not picked from the writes'
+        # registers at all: each enabled edge writes w0's state into a small LUT RAM (`history`; on
+        # ECP5, TRELLIS_DPR16X4s) at `history_at`, so the write k ahead of w0 is at history_at - k, and
+        # the state is read at an address decided a stage early, a copy of it per SELECT_CHUNK bits
+        # with whether the key's older write is w0 or an older one (`history_read`; w0's is taken from
+        # its register). Picked from the writes, with copies of the flags per chunk, the pick's
+        # inputs were six registers as wide as the state, spread across the die by their other loads
+        # (block RAM's copies of the write, the conditions), and its routes, from the copies and from
+        # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes). So with
+        # entries that go stale (finance2's older-write pick: 9.3 ns of routes from the key compares into
+        # `older4_state`): the older write is the same one, and only its conditions keep their own pick.
         use_history = older_next is not None and sw > SELECT_CHUNK
-        history = []
+        older_copies, history = [], []
         if use_history:
             # (deep enough for the writes forwarded: the oldest read is forward - 2 behind w0)
             history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
+            for c in range(1 if cw and stale_free else 0):  # (the conditions')
+                copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
+                m.d.comb += copy.en.eq(self.en)
+                older_copies.append(copy)
             depth_h = 1 << len(history_at)
             slots = [Signal.like(history_at, name=f"history_slot{i}", init=(-i) % depth_h) for i in range(forward - 2)]
             with m.If(self.en):
@@ -859,25 +870,16 @@ class TablePartitioner(wiring.Component):
                 conds.append(early)
             return conds
 
-        def older_state_next():
-            """What ``older4_state`` takes at stage 3: the state of the key's newest older write ahead
+        def older_state_taken(older_state):
+            """What ``older_state`` takes at stage 3: the state of the key's newest older write ahead
             (zero if none), read from `history` where the table has it (whether anything goes stale or
             not: the same write), else picked from the writes' registers by `older_of`."""
             if not history:
-                return older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
+                return [older_state.eq(older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)],
+                                                Const(0, sw)))]
             w0_state = fields(writes[0]["entry"])[0]
-            return Cat(*(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)) for lo, hi, at, data in history))
-
-        def older_cond_next(state_next):
-            """What ``older4_cond`` takes at stage 3: the conditions of that state for the tuple then.
-            With `history`, computed from the state read (``state_next``): the read is a LUT RAM's and
-            a gate, and no write but w0 keeps its state in registers (block RAM takes it from w0's
-            copies), so no condition is computed per write. Else each write's computed beside its own
-            register and picked alike."""
-            if history:  # (zero if no older write is the key's, as the state: the ways' are ORed in)
-                _, _, at, _ = history[0]
-                return Mux(at.q[:2].any(), conditions_at(state_next), 0)
-            return older_of(older_conditions(), Const(0, cw))
+            return [older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
+                    for lo, hi, at, data in history]
 
         hits = first([own[w] & live[w] for w in range(W)])
         hit = Cat(*hits).any()
@@ -922,9 +924,9 @@ class TablePartitioner(wiring.Component):
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
             if self.stall:  # (block RAM's ways alone)
                 newest, base = None, Const(0, sw)
-            state_next = older_state_next()
+            older_conds = older_conditions() if cw and not self.stall else None
             with m.If(self.en):
-                m.d.sync += [pick_newest.eq(newest_next), older_state.eq(state_next)]
+                m.d.sync += [pick_newest.eq(newest_next), *older_state_taken(older_state)]
                 if cw and self.stall:
                     cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
                 elif cw:
@@ -936,7 +938,8 @@ class TablePartitioner(wiring.Component):
                     # estimate after placement moved by 3 % (28.5 → 29.4 MHz: the update loop's own
                     # conditions are as deep) and router1 stalled: as it is, measured.)
                     older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                    m.d.sync += older_cond.eq(older_cond_next(state_next))
+                    m.d.sync += older_cond.eq(older_of(older_conds, Const(0, cw),
+                                                       copy=older_copies[-1] if older_copies else None))
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: only the way the key hits, live, holds its state
             # The key's own newest write ahead is its state if the way it wrote is live (else it has
@@ -956,9 +959,8 @@ class TablePartitioner(wiring.Component):
             # against 92.6 without, its path then w0's conditions into `cond5`, and router1 slower on
             # every seed tried.)
             older_state = Signal(sw, name="older4_state")
-            state_next = older_state_next()
             with m.If(self.en):
-                m.d.sync += older_state.eq(state_next)
+                m.d.sync += older_state_taken(older_state)
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
@@ -968,7 +970,7 @@ class TablePartitioner(wiring.Component):
                     cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
             elif cw:  # w0's conditions the caller's, the older write's picked at stage 3
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
-                value = older_cond_next(state_next)
+                value = older_of(older_conditions(), Const(0, cw))
                 with m.If(self.en):
                     m.d.sync += older_cond.eq(value)
                 cond_newest, cond_base, cond_words = w0_cond, Const(0, cw), [older_cond] + cond4
@@ -1070,6 +1072,8 @@ class TablePartitioner(wiring.Component):
             # chain of them: finance0's critical path at 9e13792 was the priority, 7.8 ns)
             one_next, *mine_next = older_next
             one_next = one_next & Cat(*target).any()
+            for copy in older_copies:
+                m.d.comb += copy.d.eq(Cat(one_next, *mine_next))
             # the newest of the writes two or more ahead that is the key's (mine_next[i]: the write i
             # after w1 once the next enabled edge has moved the writes and history_at): then at
             # history_at - i, as history_at is now
