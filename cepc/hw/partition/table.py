@@ -708,8 +708,25 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
             if self.lag and not self.stall:
-                older_next = ([ahead[1][0] & early[1][0] & early[1][1]] +
-                              [mine_of(j, ahead[j][0], *early[j]) for j in range(2, forward)])
+                # The older write's select lines decide the LUT RAM's read address, copied across the
+                # die: their compares start yet a stage earlier, at stage 0 (the key, its bucket and
+                # what each of those ahead will be after two enabled edges), and are joined at stage 1,
+                # so at stage 2 each write's flag is a gate of two flip-flops (its `placed` and the
+                # whole compare) in front of the address's pick. (Joined at stage 2, finance0's and
+                # mshape's critical paths: five levels from a chunk's register into the copies.)
+                # (from the write one ahead on: the key one ahead is never of the bucket, with `lag`)
+                before0 = [(i, tag_of(k)) for i, k in [(i3, k3), (i4, k4), (i5, k5)]] + \
+                    [(wr["index"], wr["key"]) for wr in writes[:-4]]
+                same2 = [None]
+                for j, (index, key) in enumerate(before0, 1):
+                    same = chunked(f"bucket1_ahead{j}", index, index0)
+                    if self.tag_width:
+                        same = same & chunked(f"key1_ahead{j}", key, tag_of(self.key))
+                    reg = Signal(name=f"same2_ahead{j}", reset_less=True)
+                    with m.If(self.en):
+                        m.d.sync += reg.eq(same)
+                    same2.append(reg)
+                older_next = [ahead[1][0] & same2[1]] + [mine_of(j, ahead[j][0], same2[j], 1) for j in range(2, forward)]
         else:  # (the UP5K: logic cells are short; the key's own registers)
             with m.If(self.en):
                 for j, (valid, index, key) in enumerate(ahead):
