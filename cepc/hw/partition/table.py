@@ -481,8 +481,7 @@ class TablePartitioner(wiring.Component):
                    "entry": Signal(ew, name=f"w{j}_entry", reset_less=bare),
                    "keep": Signal(name=f"w{j}_keep", reset_less=bare),
                    "key": Signal(max(1, self.tag_width), name=f"w{j}_key", reset_less=bare),  # its tag
-                   "was": Signal(name=f"w{j}_was", reset_less=bare),  # the entry it writes was in use
-                   "placed": Signal(name=f"w{j}_placed")}  # valid, and it wrote a way (a register of its own)
+                   "was": Signal(name=f"w{j}_was", reset_less=bare)}  # the entry it writes was in use
                   for j in range(forward)]
         w0 = writes[0]
         m.d.comb += self.last_write.eq(fields(w0["entry"])[0])
@@ -669,10 +668,8 @@ class TablePartitioner(wiring.Component):
 
         def mine_of(j, valid, same_index, same_key_):
             """Whether the write ``j`` ahead (two or more) is the key's: valid, its bucket and key, a way
-            written (what mine3r takes). (`placed` says valid and a way written: one flip-flop, not
-            an OR of the ways, into a gate of the compares' registers. With ``stall``, ``valid`` is
-            zero.)"""
-            return (valid if self.stall else writes[j - 2]["placed"]) & same_index & same_key_
+            written (what mine3r takes)."""
+            return valid & same_index & same_key_ & writes[j - 2]["ways"].any()
 
         def judged(j, valid, same_index, same_key_):
             """mine3r and touch3r of the write ``j`` ahead (``ahead[j]``: writes[j - 2] at stage 2)."""
@@ -708,25 +705,8 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
             if self.lag and not self.stall:
-                # The older write's select lines decide the LUT RAM's read address, copied across the
-                # die: their compares start yet a stage earlier, at stage 0 (the key, its bucket and
-                # what each of those ahead will be after two enabled edges), and are joined at stage 1,
-                # so at stage 2 each write's flag is a gate of two flip-flops (its `placed` and the
-                # whole compare) in front of the address's pick. (Joined at stage 2, finance0's and
-                # mshape's critical paths: five levels from a chunk's register into the copies.)
-                # (from the write one ahead on: the key one ahead is never of the bucket, with `lag`)
-                before0 = [(i, tag_of(k)) for i, k in [(i3, k3), (i4, k4), (i5, k5)]] + \
-                    [(wr["index"], wr["key"]) for wr in writes[:-4]]
-                same2 = [None]
-                for j, (index, key) in enumerate(before0, 1):
-                    same = chunked(f"bucket1_ahead{j}", index, index0)
-                    if self.tag_width:
-                        same = same & chunked(f"key1_ahead{j}", key, tag_of(self.key))
-                    reg = Signal(name=f"same2_ahead{j}", reset_less=True)
-                    with m.If(self.en):
-                        m.d.sync += reg.eq(same)
-                    same2.append(reg)
-                older_next = [ahead[1][0] & same2[1]] + [mine_of(j, ahead[j][0], same2[j], 1) for j in range(2, forward)]
+                older_next = ([ahead[1][0] & early[1][0] & early[1][1]] +
+                              [mine_of(j, ahead[j][0], *early[j]) for j in range(2, forward)])
         else:  # (the UP5K: logic cells are short; the key's own registers)
             with m.If(self.en):
                 for j, (valid, index, key) in enumerate(ahead):
@@ -804,23 +784,18 @@ class TablePartitioner(wiring.Component):
         # its register). Picked from the writes, with copies of the flags per chunk, the pick's
         # inputs were six registers as wide as the state, spread across the die by their other loads
         # (block RAM's copies of the write, the conditions), and its routes, from the copies and from
-        # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes). So with
-        # entries that go stale (finance2's older-write pick: 9.3 ns of routes from the key compares into
-        # `older4_state`): the older write is the same one, and only its conditions keep their own pick.
-        use_history = older_next is not None and sw > SELECT_CHUNK
+        # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes).
+        use_history = older_next is not None and stale_free and sw > SELECT_CHUNK
         older_copies, history = [], []
         if use_history:
             # (deep enough for the writes forwarded: the oldest read is forward - 2 behind w0)
             history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
-            for c in range(1 if cw and stale_free else 0):  # (the conditions')
+            for c in range(1 if cw else 0):  # (the conditions')
                 copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
-            depth_h = 1 << len(history_at)
-            slots = [Signal.like(history_at, name=f"history_slot{i}", init=(-i) % depth_h) for i in range(forward - 2)]
             with m.If(self.en):
                 m.d.sync += history_at.eq(history_at + 1)
-                m.d.sync += [slot.eq(slot + 1) for slot in slots]
             for c in range(-(-sw // SELECT_CHUNK)):
                 lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
                 mem = m.submodules[f"history{c}"] = Memory(shape=hi - lo, depth=1 << len(history_at), init=[])
@@ -887,17 +862,6 @@ class TablePartitioner(wiring.Component):
                 conds.append(early)
             return conds
 
-        def older_state_taken(older_state):
-            """What ``older_state`` takes at stage 3: the state of the key's newest older write ahead
-            (zero if none), read from `history` where the table has it (whether anything goes stale or
-            not: the same write), else picked from the writes' registers by `older_of`."""
-            if not history:
-                return [older_state.eq(older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)],
-                                                Const(0, sw)))]
-            w0_state = fields(writes[0]["entry"])[0]
-            return [older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
-                    for lo, hi, at, data in history]
-
         hits = first([own[w] & live[w] for w in range(W)])
         hit = Cat(*hits).any()
         # a key reuses its own stale entry before any other, so it is never held twice
@@ -942,8 +906,15 @@ class TablePartitioner(wiring.Component):
             if self.stall:  # (block RAM's ways alone)
                 newest, base = None, Const(0, sw)
             older_conds = older_conditions() if cw and not self.stall else None
+            older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             with m.If(self.en):
-                m.d.sync += [pick_newest.eq(newest_next), *older_state_taken(older_state)]
+                m.d.sync += pick_newest.eq(newest_next)
+                if history:
+                    w0_state = fields(writes[0]["entry"])[0]
+                    for lo, hi, at, data in history:
+                        m.d.sync += older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
+                else:
+                    m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
                 if cw and self.stall:
                     cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
                 elif cw:
@@ -960,8 +931,8 @@ class TablePartitioner(wiring.Component):
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: only the way the key hits, live, holds its state
             # The key's own newest write ahead is its state if the way it wrote is live (else it has
-            # none): w0's, the older one's (the newest of them, read at stage 3 from `history` or picked
-            # from registers as above, and registered) or block RAM's word of the way the key holds, untouched by the
+            # none): w0's, the older one's (the newest of them, picked at stage 3 from registers as
+            # above, and registered) or block RAM's word of the way the key holds, untouched by the
             # writes ahead. Which is decided at stage 3 and registered (below: the flags there are
             # registers or block RAM's word, and w0 is being formed), so, as without anything stale,
             # the state's select lines come from flip-flops. The older write's conditions are each
@@ -976,8 +947,9 @@ class TablePartitioner(wiring.Component):
             # against 92.6 without, its path then w0's conditions into `cond5`, and router1 slower on
             # every seed tried.)
             older_state = Signal(sw, name="older4_state")
+            older_state_next = older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
             with m.If(self.en):
-                m.d.sync += older_state_taken(older_state)
+                m.d.sync += older_state.eq(older_state_next)
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
@@ -1063,13 +1035,11 @@ class TablePartitioner(wiring.Component):
         was = Cat(*(target[w] & used[w] for w in range(W))).any()
         with m.If(self.en):
             m.d.sync += [w0["valid"].eq(vw_), w0["index"].eq(iw_), w0["ways"].eq(Cat(*target)),
-                         w0["entry"].eq(new_entry), w0["key"].eq(tag_of(kw_)), w0["was"].eq(was),
-                         w0["placed"].eq(vw_ & Cat(*target).any())]
+                         w0["entry"].eq(new_entry), w0["key"].eq(tag_of(kw_)), w0["was"].eq(was)]
             if not lean:
                 m.d.sync += w0["keep"].eq(keep)
             with m.If(sweeping):  # the swept bucket: every way cleared (no key is in flight)
-                m.d.sync += [w0["valid"].eq(1), w0["index"].eq(sweep_at), w0["ways"].eq(-1), w0["was"].eq(0),
-                             w0["placed"].eq(1)]
+                m.d.sync += [w0["valid"].eq(1), w0["index"].eq(sweep_at), w0["ways"].eq(-1), w0["was"].eq(0)]
                 # A way is free by its stored `keep`, and a state by its vector: no lookup reads the
                 # rest of a way's entry not in use, nor the registers of a state whose vector is zero
                 # (each use of them is gated by a bit of the vector), which a swept write forwarded to
@@ -1094,13 +1064,11 @@ class TablePartitioner(wiring.Component):
             # the newest of the writes two or more ahead that is the key's (mine_next[i]: the write i
             # after w1 once the next enabled edge has moved the writes and history_at): then at
             # history_at - i, as history_at is now
-            # history_at - i for each i is a register of its own (`slots`: moved as history_at is), so
-            # the address is picked from flip-flops by the flags, with no subtraction after the pick
-            read_next = Signal(len(history_at), name="history_read_next")
-            pick = Const(0, len(history_at))
+            offset = Const(0, len(history_at))
             for i in reversed(range(len(mine_next))):
-                pick = Mux(mine_next[i], slots[i], pick)
-            m.d.comb += read_next.eq(pick)
+                offset = Mux(mine_next[i], i, offset)
+            read_next = Signal(len(history_at), name="history_read_next")
+            m.d.comb += read_next.eq(history_at - offset)
             for _, _, at, _ in history:
                 m.d.comb += at.d.eq(Cat(one_next, Cat(*mine_next).any(), read_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
