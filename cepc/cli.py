@@ -17,7 +17,7 @@ from .hw.devices import DEFAULT_DEVICE, DEVICES
 from .plan import DEFAULT_MAX_LENGTH
 from .synth.flow import PLACER_CHOICES, ROUTER_CHOICES, STATIC_FF_SHARE
 
-UPDATE_CYCLES = ("auto", "1", "2")  # --update-cycles (cepc.hw.top.update_cycles_for)
+UPDATE_CYCLES = ("auto", "1", "2", "3")  # --update-cycles (cepc.hw.top.update_cycles_for)
 HAZARDS = ("auto", "forward", "stall")  # --hazards (cepc.hw.top.hazards_for)
 
 
@@ -153,7 +153,7 @@ def cmd_compile(args) -> int:
     device = sizing.DEVICES[args.device]
     choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
     print(sizing.describe(choice, device, design), file=sys.stderr)
-    cycles = _update_cycles(design, choice.partitioner, args.update_cycles)
+    cycles = _update_cycles(design, choice.partitioner, args.update_cycles, hdl)
     hazards = _hazards(choice.partitioner, args.hazards)
     top = Top(design, bus_width=args.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
               evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder, update_cycles=cycles,
@@ -178,6 +178,8 @@ def cmd_compile(args) -> int:
                  "before it)")
     elif top.update_cycles == 2:
         rate += " (two-cycle update: a tuple of the bucket of the one before waits a cycle)"
+    elif top.update_cycles == 3:
+        rate += " (three-cycle update: a tuple of the bucket of either of the two before waits)"
     print(f"{args.output}: {hdl}, top {args.top}, {len(design.queries)} quer{'y' if len(design.queries) == 1 else 'ies'}, "
           f"{choice.partitions} partitions ({choice.partitioner}), {args.bus_width}-bit input, {rate}, "
           f"latency {top.latency} cycles; layout in {side} ({time.perf_counter() - t0:.2f} s)", file=sys.stderr)
@@ -332,12 +334,15 @@ def cmd_gen(args) -> int:
 # --- argument parsing ----------------------------------------------------------------------
 
 
-def _update_cycles(design, partitioner: str, asked: str) -> int:
-    """--update-cycles as the top takes it (the same for every HDL)."""
+def _update_cycles(design, partitioner: str, asked: str, hdl: str = "verilog") -> int:
+    """--update-cycles as the top takes it (``auto`` the same for every HDL; 3 the Verilog's)."""
     from .hw.top import update_cycles_for
 
-    if asked == "2" and partitioner != "table":
-        raise UsageError("--update-cycles 2 is the table partitioner's (--partitioner table)")
+    if asked in ("2", "3") and partitioner != "table":
+        raise UsageError(f"--update-cycles {asked} is the table partitioner's (--partitioner table)")
+    if asked == "3" and hdl == "vhdl":
+        raise UsageError("--update-cycles 3 is the Verilog's: the VHDL back end has the one- and two-cycle "
+                         "updates (--update-cycles 1 or 2)")
     return update_cycles_for(design, partitioner, asked)
 
 
@@ -362,7 +367,8 @@ def _partition_options(c) -> None:
     c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto",
                    help="cycles a key's update takes in the table: 1, or 2 (its lookup and the update each "
                         "get a cycle, for a faster clock; a tuple whose key shares a bucket with the tuple "
-                        "just before it waits a cycle); auto: 2 with the table for keyed queries with "
+                        "just before it waits a cycle), or 3 (the conditions of the key's state a cycle of "
+                        "their own; a tuple of the bucket of either of the two before it waits; Verilog only); auto: 2 with the table for keyed queries with "
                         "partial-match registers, 1 otherwise (default: auto)")
     c.add_argument("--hazards", choices=HAZARDS, default="auto",
                    help="how the table gives a key the update of a tuple of its bucket still in flight: forward "

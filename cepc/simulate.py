@@ -52,7 +52,7 @@ class SimOptions:
     automaton: str = "nfa"  # or dfa (--automaton)
     dfa_encoding: str = "onehot"
     decoder: bool = True  # False: --no-decoder
-    update_cycles: str = "auto"  # --update-cycles: auto, 1 or 2
+    update_cycles: str = "auto"  # --update-cycles: auto, 1, 2 or 3
     hazards: str = "auto"  # --hazards: auto, forward or stall
     build_root: Path = field(default_factory=lambda: Path("build") / "sim")
     timing: bool = False  # record the cycles of packet ends and records (SimResult.timing)
@@ -179,7 +179,8 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
                            evict=bool(opts.evict_after))
     from .cli import _hazards, _update_cycles
 
-    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles)
+    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles,
+                            "vhdl" if opts.simulator == "ghdl" else "verilog")
     hazards = _hazards(choice.partitioner, opts.hazards)
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
               evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder, update_cycles=cycles,

@@ -174,6 +174,16 @@ def test_the_update_cycles_option(tmp_path, capsys):
         code, err = compile_("mshape/mshape.sql", "--partitioner", "pipeline", "--update-cycles", "2", out=out)
         assert code == 1, err
         assert err.strip().splitlines()[-1].startswith("error: --update-cycles 2 is the table partitioner's"), err
+    # the three-cycle update, the Verilog's: its two cycles in the table, the second record register and
+    # the register stage after the framer; the VHDL says it has it not
+    code, err = compile_("mshape/mshape.sql", "--update-cycles", "3")
+    side = json.loads((tmp_path / "t.json").read_text())
+    assert code == 0 and side["options"]["update_cycles"] == 3 and side["latency_cycles"] == 15, err
+    assert "three-cycle update: a tuple of the bucket of either of the two before waits" in err
+    code, err = compile_("mshape/mshape.sql", "--update-cycles", "3", out="t.vhd")
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        "error: --update-cycles 3 is the Verilog's: the VHDL back end has the one- and two-cycle updates "
+        "(--update-cycles 1 or 2)"), err
 
 
 def test_memory_contents_are_written_as_amaranth_writes_them():

@@ -74,6 +74,7 @@ def stream(rows: list[tuple[int, int, int, int, int]]) -> pd.DataFrame:
 # the partitioners the random tests draw from: hwsim.simulate's options for each
 PARTITIONERS = {"pipeline": {"partitioner": "pipeline"}, "table": {"partitioner": "table"},
                 "table2": {"partitioner": "table", "update_cycles": 2},
+                "table3": {"partitioner": "table", "update_cycles": 3},
                 "table-stall": {"partitioner": "table", "hazards": "stall"},
                 "table2-stall": {"partitioner": "table", "update_cycles": 2, "hazards": "stall"}}
 
@@ -120,7 +121,8 @@ def test_random_aggregate_queries_match_the_reference(head, tail, after, within,
                                                       seed, bus_width):
     # the head keeps aggregates off the transitions that begin a match (a checker rule). A 256-bit
     # bus brings a tuple a cycle (the 14-byte tuple takes three 40-bit beats), so keys follow each
-    # other back to back, and at every distance the table forwards (table2: its two-cycle update), or
+    # other back to back, and at every distance the table forwards (table2, table3: its two- and
+    # three-cycle updates), or
     # with --hazards stall holds them until block RAM has the writes (table-stall, table2-stall)
     text = query(ast.Seq((head, tail)), after, within, MEASURES if measures else "")
     checked = check(parse(text))
@@ -586,12 +588,15 @@ def test_scaled_registers_and_carried_terms_of_two_queries_match_the_reference(u
                           update_cycles=update_cycles)
 
 
-@pytest.mark.parametrize("name, hazards", [
-    *((name, "forward") for name in ("mshape/mshape.sql", "finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
-                                     "finance/finance5/finance5.sql")),
+@pytest.mark.parametrize("name, hazards, cycles", [
+    *((name, "forward", 2) for name in ("mshape/mshape.sql", "finance/finance0/finance0.sql",
+                                        "finance/finance2/finance2.sql", "finance/finance5/finance5.sql")),
     # (the largest core, and the entries that go stale; finance0 with stall: test_sim_ghdl's cycle-exact test)
-    ("mshape/mshape.sql", "stall"), ("finance/finance2/finance2.sql", "stall")])
-def test_the_examples_with_the_two_cycle_update(name, hazards):
+    ("mshape/mshape.sql", "stall", 2), ("finance/finance2/finance2.sql", "stall", 2),
+    # the three-cycle update: the conditions computed once, from the state picked
+    *((name, "forward", 3) for name in ("mshape/mshape.sql", "finance/finance0/finance0.sql",
+                                        "finance/finance2/finance2.sql", "finance/finance5/finance5.sql"))])
+def test_the_examples_with_the_two_cycle_update(name, hazards, cycles):
     # The two-cycle update (update_cycles 2: what `cepc synth` builds on a large die): the table's
     # lookup registered, the core's update a cycle later, the newest write's conditions computed at
     # the lookup; a tuple of the bucket of the one just before it waits a cycle (--hazards stall: of
@@ -611,7 +616,7 @@ def test_the_examples_with_the_two_cycle_update(name, hazards):
             rows.append({"time": t, "symbol": symbol, "price": prices[symbol], "volume": rng.randrange(6000)})
     frame = pd.DataFrame(rows)
     assert len(expected_rows(checked, frame)) >= 5
-    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=64, partitioner="table", update_cycles=2,
+    hwsim.run_and_compare(checked, frame, bus_width=256, partitions=64, partitioner="table", update_cycles=cycles,
                           hazards=hazards, backpressure=0.2, seed=4)
 
 

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import ClockDomain, Elaboratable, Fragment, Module, ResetInserter, Signal
+from amaranth.hdl import ClockDomain, Elaboratable, Fragment, Module, Mux, ResetInserter, Signal
 from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -130,11 +130,15 @@ class Ahead(Elaboratable):
                     for i in range(2)]
             # (lag) the keys at line[0] and line[1] share a bucket: line[0]'s waits a cycle, line[1]
             # gets a bubble. Registered, as the top does, from the key taken into line[0] and the one
-            # there now, which the table compares (`adjacent`)
+            # there now, which the table compares (`adjacent`); with lag 2 also while a key in flight
+            # within the table's spacing (the one injected before line[1]'s) shares it (`conflict`;
+            # `conflict_held`, for the key held)
             hold = Signal()
             if dut.lag:
+                spaced = dut.spacing is not None
+                taken = self.inject & self.ready & (line[0][1] & dut.adjacent | (dut.conflict if spaced else 0))
                 with m.If(dut.en):
-                    m.d.sync += hold.eq(self.inject & self.ready & line[0][1] & ~hold & dut.adjacent)
+                    m.d.sync += hold.eq(Mux(hold, dut.conflict_held if spaced else 0, taken))
                 m.d.comb += dut.hold.eq(hold)
             m.d.comb += self.ready.eq(~hold)
             with m.If(dut.en):
@@ -142,6 +146,8 @@ class Ahead(Elaboratable):
                     m.d.sync += [line[0][0].eq(self.key), line[0][1].eq(self.inject), line[0][2].eq(self.time)]
                 m.d.sync += [line[1][0].eq(line[0][0]), line[1][1].eq(line[0][1] & ~hold), line[1][2].eq(line[0][2])]
             m.d.comb += [dut.next_key.eq(self.key), dut.key.eq(line[1][0]), dut.inject.eq(line[1][1])]
+            if dut.given_index:  # (its bucket, as the top gives it from a register of its own)
+                m.d.comb += dut.next_index.eq(dut.bucket_of(self.key))
             time = line[1][2]
         else:
             m.d.comb += [dut.key.eq(self.key), dut.inject.eq(self.inject), self.ready.eq(1)]
@@ -413,13 +419,13 @@ def test_within_frees_expired_entries_for_others():
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.sampled_from([(4, 1), (16, 2), (16, 4), (64, 4), (256, 1)]),
        st.sampled_from([0.0, 0.3]), st.sampled_from([0, 1, 3, 8]), st.booleans(), st.booleans(), st.booleans(),
-       st.booleans())
+       st.sampled_from([0, 1, 2]))
 def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, window, ahead, ice40, wide, lag):
     # WITHIN: whether an entry is stale is decided a stage before the lookup, from block RAM's word,
     # each older write and the newest as it is formed; keys of a few buckets back to back, times that
     # mostly rise (and now and then fall), entries cleared now and then, so that keys find their own
     # entries live and stale, others' stale entries to take, and full buckets; with the key ahead,
-    # also with the two-cycle update (`lag`)
+    # also with the two- and three-cycle updates (`lag` 1, 2)
     rng = random.Random(seed)
     entries, ways = shape
     hot = [rng.randrange(256) for _ in range(6)]
@@ -436,7 +442,7 @@ def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, windo
 
     dut = TablePartitioner(entries, 8, 100 if wide else 8, vector_width=8, ways=ways, expiry_width=12, window=window,
                            bank_depth=16 if entries > 16 else None, early_key=2 if ahead else 0, en_ahead=ahead,
-                           relay=ahead and entries > 16, lag=ahead and lag)
+                           relay=ahead and entries > 16, lag=lag if ahead else 0)
     seen, _ = drive(dut, keys, update, stall, seed, Ice40() if ice40 else None, times=times)
     assert len(seen) == len(keys)
 
@@ -447,7 +453,9 @@ def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, windo
     (8, 4, True, 0.1, 4096, False, False),  # an epoch of two enabled cycles
     (8, 2, False, 0.1, 30, True, False), (64, 4, True, 0.2, 30, True, False),  # and WITHIN beside it
     # the two-cycle update: the write stamped with its lookup's epoch
-    (8, 2, True, 0.2, 30, False, True), (8, 4, True, 0.1, 4096, False, True), (64, 4, True, 0.2, 30, True, True)])
+    (8, 2, True, 0.2, 30, False, True), (8, 4, True, 0.1, 4096, False, True), (64, 4, True, 0.2, 30, True, True),
+    # the three-cycle update: staged twice
+    (8, 2, True, 0.2, 30, False, 2), (64, 4, True, 0.2, 30, True, 2)])
 def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall, evict_after, within, lag):
     # --evict-after: an entry is stale once older than half the epoch range (2,048 epochs),
     # judged a stage before the lookup against the epoch it will be then; keys take entries, a
@@ -641,6 +649,30 @@ def test_a_table_whose_update_takes_two_cycles_equals_the_model(ways, entries, d
     dut = TablePartitioner(entries, 9, 150 if wide else 8, ways=ways, bank_depth=depth, early_key=2, en_ahead=True,
                            relay=relay, lag=True)
     assert dut.depth == DEPTH + 1
+    drive(dut, keys, update, stall, seed, platform)
+
+
+@pytest.mark.parametrize("ways, entries, depth, stall, seed, relay, platform, wide", [
+    (1, 64, 4, 0.0, 41, False, None, False), (2, 64, 4, 0.3, 42, True, None, False),
+    (4, 64, 4, 0.5, 43, False, None, False), (4, 256, 64, 0.2, 44, True, None, False),
+    (2, 64, 4, 0.3, 46, False, Ice40(), False), (1, 512, 16, 0.3, 47, False, None, False),
+    (4, 64, 4, 0.3, 50, True, None, True), (1, 256, 16, 0.2, 51, False, None, True)])
+def test_a_table_whose_update_takes_three_cycles_equals_the_model(ways, entries, depth, stall, seed, relay, platform,
+                                                                   wide):
+    # `lag` 2: the lookup's results registered at stages 5 and 6, the write formed at 6; a key of the
+    # bucket of either of the two keys before it waits (Ahead holds it: `adjacent`, `conflict`), so
+    # each sees the other's update through the write three ahead or later. Hot keys, one bucket's keys.
+    rng = random.Random(seed)
+    keys = [rng.choice([rng.randrange(300), rng.randrange(4), 7]) for _ in range(400)]
+
+    def update(key, state):
+        if rng.random() < 0.2:
+            return 0
+        return (state * 3 + key + 1) % (1 << 150) | 1 if wide else count_up(key, state)
+
+    dut = TablePartitioner(entries, 9, 150 if wide else 8, ways=ways, bank_depth=depth, early_key=2, en_ahead=True,
+                           relay=relay, lag=2, given_index=seed % 2 == 0)
+    assert dut.depth == DEPTH + 2 and dut.spacing == 2
     drive(dut, keys, update, stall, seed, platform)
 
 

@@ -66,7 +66,7 @@ def sidecar(design: DesignPlan, top: Top, options: dict) -> dict:
         "source": design.source,
         "stream": design.stream,
         # (the two-cycle update: said beside the options it came from, whoever built the top)
-        "options": {**options, **({"update_cycles": 2} if top.update_cycles == 2 else {}),
+        "options": {**options, **({"update_cycles": top.update_cycles} if top.update_cycles > 1 else {}),
                     **({"hazards": "stall", "stall_spacing": top.stall_spacing} if top.hazards == "stall" else {})},
         "input": {
             "bus_width": top.bus_width, "tuple_bits": design.tuple.width, "tuple_bytes": design.tuple.nbytes,

@@ -415,6 +415,9 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
     # the two-cycle update (Top.update_cycles 2: the table partitioner, a keyed design): each table's
     # lookup registered at a fifth stage, the hold of a tuple of the bucket of the one before it, and
     # a second record register
+    if top.update_cycles == 3:
+        raise ValueError("--update-cycles 3 is the Verilog's: the VHDL has the one- and two-cycle updates "
+                         "(--update-cycles 1 or 2)")
     lag = top.update_cycles == 2
     depth = partitioner_depth(design, top.partitions, top.partitioner, top.update_cycles)
     entity = {part: f"{name}_{part}" for part in

@@ -68,8 +68,8 @@ STALL_MARGIN = 5
 
 def stall_margin(update_cycles: int) -> int:
     """The writes still in flight when the FIFOs' levels are seen (`room` keeps that many slots
-    free): :data:`STALL_MARGIN`, and the two-cycle update's second record register."""
-    return STALL_MARGIN + (1 if update_cycles == 2 else 0)
+    free): :data:`STALL_MARGIN`, and the two- or three-cycle update's second record register."""
+    return STALL_MARGIN + (1 if update_cycles >= 2 else 0)
 
 
 PARTITIONERS = ("table", "pipeline")
@@ -98,7 +98,7 @@ def within_expiry(q: QueryPlan, tup: TuplePlan) -> tuple[int, int]:
 
 def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int | None = None,
                       evict_after: int | None = None, core: PartialMatchCore | None = None,
-                      inputs: TupleInputs | None = None, *, lag: bool = False, stall: bool = False) -> TablePartitioner:
+                      inputs: TupleInputs | None = None, *, lag: int = 0, stall: bool = False) -> TablePartitioner:
     """A keyed query's table partitioner, as the top builds it (the VHDL's generics come from it).
     With a partial-match ``core`` given its conditions, the table computes them
     (:class:`~cepc.hw.nfa_core.Conditions`) for the tuple at stage 3 from ``inputs``
@@ -114,13 +114,15 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, window=window, early_key=2,
-                            en_ahead=True, relay=core is not None, lag=lag, stall=stall, **lookahead)
+                            en_ahead=True, relay=core is not None, lag=lag, stall=stall, given_index=lag == 2,
+                            **lookahead)
 
 
 def update_cycles_for(design: DesignPlan, partitioner: str, asked: str | int = "auto") -> int:
     """Cycles a key's update takes (``--update-cycles``): 1, or 2 where the table's lookup and the
     core's update each take a cycle (a tuple whose key shares a bucket with the tuple just before it
-    then waits a cycle). ``auto``: 2 for the table of a design with a keyed partial-match query
+    then waits a cycle), or 3 where the conditions of the key's state take a cycle of their own
+    between them (a tuple waits while its bucket is either of the two tuples' before it). ``auto``: 2 for the table of a design with a keyed partial-match query
     (registers, conditions: the long update that limits its clock), else 1."""
     if str(asked) != "auto":
         return int(asked)
@@ -154,7 +156,7 @@ def pipelined(design: DesignPlan, partitioner: str = "pipeline") -> bool:
 def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "pipeline",
                       update_cycles: int = 1) -> int:
     """Cycles a key spends in the partitioners: ``partitions`` for the pipeline partitioner, 4 for
-    the table (5 with the two-cycle update), 1 when no query has PARTITION BY."""
+    the table (5 with the two-cycle update, 6 with the three-cycle one), 1 when no query has PARTITION BY."""
     if not keyed(design):
         return 1
     return partitions if partitioner == "pipeline" else TABLE_DEPTH + update_cycles - 1
@@ -171,19 +173,22 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", 
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
     record register 1, output FIFO 2, arbiter 1; with the two-cycle update, its cycle in the
-    partitioner and a second record register."""
-    lag = update_cycles - 1 if keyed(design) else 0  # (without PARTITION BY, one cycle: see Top)
-    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles) + lag
+    partitioner and a second record register; with the three-cycle update, its two cycles there, the
+    second record register and a register stage after the framer (`front`)."""
+    second = 1 if update_cycles >= 2 and keyed(design) else 0  # (without PARTITION BY, one cycle: see Top)
+    front = 1 if update_cycles == 3 and keyed(design) else 0  # (the register stage after the framer)
+    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles) + second + front
 
 
 def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: str, evict_after: int | None,
               decoder: bool, update_cycles: int, hazards: str) -> None:
     """ValueError, saying why, for options a :class:`Top` of ``design`` cannot be built with."""
     check_options(bus_width, partitions, partitioner, evict_after)
-    if update_cycles not in (1, 2):
-        raise ValueError(f"a key's update takes 1 or 2 cycles, not {update_cycles}")
-    if update_cycles == 2 and partitioner != "table":
-        raise ValueError("the two-cycle update is the table partitioner's (--partitioner table)")
+    if update_cycles not in (1, 2, 3):
+        raise ValueError(f"a key's update takes 1, 2 or 3 cycles, not {update_cycles}")
+    if update_cycles > 1 and partitioner != "table":
+        raise ValueError(f"the {'two' if update_cycles == 2 else 'three'}-cycle update is the table partitioner's "
+                         "(--partitioner table)")
     if hazards not in HAZARDS:
         raise ValueError(f"--hazards is forward or stall, not {hazards!r}")
     if hazards == "stall" and partitioner != "table":
@@ -238,7 +243,7 @@ class Top(wiring.Component):
     def stall_spacing(self) -> int:
         """With ``--hazards stall``: how many tuples before a tuple must not share its bucket
         (:func:`~cepc.hw.partition.table.stall_spacing`); a run of one key takes a tuple per this + 1 cycles."""
-        return stall_spacing(self.update_cycles == 2)
+        return stall_spacing(self.update_cycles - 1)
 
     @property
     def latency(self) -> int:
@@ -249,8 +254,9 @@ class Top(wiring.Component):
         design, tup = self.design, self.design.tuple
         depth = partitioner_depth(design, self.partitions, self.partitioner, self.update_cycles)
         # the two-cycle update: the tables' lookups at stage 4 are registered, and the cores update
-        # at stage 5, from a register stage after the payload line (which reaches stage 4)
-        lag = self.update_cycles == 2
+        # at stage 5, from a register stage after the payload line (which reaches stage 4); the
+        # three-cycle update: at stage 6, from two
+        lag = self.update_cycles - 1
 
         def output_fifo(width):
             # The output FIFOs are 16 deep: off the iCE40, a write register beside LUT RAM read without
@@ -278,9 +284,26 @@ class Top(wiring.Component):
         # ahead of it shares its bucket there: as many cycles as block RAM takes to have their writes.
         stall = self.hazards == "stall"
         holds = lag or stall
+        # (the tables say whether a key within their spacing shares the bucket: --hazards stall's, and
+        # the three-cycle update's, the two keys before)
+        spaced = stall or lag == 2
         hold = Signal() if holds else None
-        m.d.comb += [framer.tuples.ready.eq(en & slot & ~hold if holds else en & slot),
-                     accept.eq(framer.tuples.valid & framer.tuples.ready)]
+        # (the three-cycle update: a register stage between the framer and stage 2, `front`, which takes
+        # each table's bucket of the key as it takes the tuple, so whether to hold the tuple is decided
+        # by compares of registers, not after the hash's tree of XORs: a tuple is held while its bucket
+        # is either of the two keys' before it)
+        fronted = lag == 2
+        takes = en & slot & ~hold if holds else en & slot  # (stage 2 takes the tuple offered it)
+        if fronted:
+            front_valid = Signal()
+            front = Signal(len(framer.tuples.payload), name="front", reset_less=True)
+            m.d.comb += [framer.tuples.ready.eq(~front_valid | takes), accept.eq(front_valid & takes)]
+            with m.If(framer.tuples.ready):
+                m.d.sync += [front_valid.eq(framer.tuples.valid), front.eq(framer.tuples.payload)]
+            offered = front
+        else:
+            m.d.comb += [framer.tuples.ready.eq(takes), accept.eq(framer.tuples.valid & framer.tuples.ready)]
+            offered = framer.tuples.payload
 
         # `en` fans out to every stage: on a large die each part (the front end's data registers, the
         # payload and spill path, each query's partitioner and record) takes a copy of its own (kept
@@ -304,12 +327,12 @@ class Top(wiring.Component):
         # (the data registers have no reset, only their valid flags: a reset reaches few flip-flops)
         a_tuple = Signal(self.tuple_layout, reset_less=True)
         a_raw = Signal(self.tuple_width, reset_less=True)
-        f_tuple = Signal(self.tuple_layout)  # the framer's tuple (a register): the key two stages ahead
-        m.d.comb += f_tuple.eq(framer.tuples.payload[:self.tuple_layout.size])
+        f_tuple = Signal(self.tuple_layout)  # the framer's tuple (a register; `front`): the key two stages ahead
+        m.d.comb += f_tuple.eq(offered[:self.tuple_layout.size])
         with m.If(en):
             m.d.sync += a_valid.eq(accept | hold if holds else accept)
         with m.If(en_front & ~hold if holds else en_front):
-            m.d.sync += [a_raw.eq(framer.tuples.payload), a_tuple.eq(f_tuple)]
+            m.d.sync += [a_raw.eq(offered), a_tuple.eq(f_tuple)]
         count_late(m, self.tuples_in, accept)
 
         # --- stage 3: predicate vector ---------------------------------------------------------
@@ -342,11 +365,14 @@ class Top(wiring.Component):
         m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
                      payload.i_data.eq(Cat(b_raw, b_preds))]
         t_data, t_valid = payload.o_data, payload.o_valid  # the tuple as the cores update with it
-        if lag:
-            t_data = Signal(len(payload.o_data), name="payload5", reset_less=True)
-            t_valid = Signal(name="payload5_valid")
+        t_data_before = t_data  # (the tuple a stage before the cores', at the lookup or after it)
+        for stage in range(5, 5 + lag):
+            t_data_before = t_data
+            data, valid = t_data, t_valid
+            t_data = Signal(len(payload.o_data), name=f"payload{stage}", reset_less=True)
+            t_valid = Signal(name=f"payload{stage}_valid")
             with m.If(en_payload):
-                m.d.sync += [t_data.eq(payload.o_data), t_valid.eq(payload.o_valid)]
+                m.d.sync += [t_data.eq(data), t_valid.eq(valid)]
         t_raw = t_data[:self.tuple_width]
         t_tuple = Signal(self.tuple_layout)
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
@@ -367,12 +393,13 @@ class Top(wiring.Component):
             en_terms = en_copy(f"{qname}_terms")
             m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
                          line.i_data.eq(b_terms)]
-            terms_now = line.o_data  # (the cores'; lag: a stage after the line)
-            if lag:
-                terms_now = Signal(terms.width, name=f"{qname}_terms5", reset_less=True)
+            terms_now = line.o_data  # (the cores'; lag: a stage after the line, or two)
+            terms_before = terms_now
+            for stage in range(5, 5 + lag):
+                terms_before, terms_now = terms_now, Signal(terms.width, name=f"{qname}_terms{stage}", reset_less=True)
                 with m.If(en_terms):
-                    m.d.sync += terms_now.eq(line.o_data)
-            term_lines[q.index] = (terms, line, terms_now)
+                    m.d.sync += terms_now.eq(terms_before)
+            term_lines[q.index] = (terms, line, terms_now, terms_before)
         tuple3 = None
         if looks_ahead:
             tuple3 = Signal(self.tuple_layout)
@@ -402,7 +429,8 @@ class Top(wiring.Component):
             n_preds = len(q.predicates)
             n_states = q.vector_width  # the bits that are zero for a fresh partition
             width = q.state_width
-            _, line, terms_now = term_lines.get(q.index, (None, None, None))  # the tuple's terms, carried beside it
+            # the tuple's terms, carried beside it (and a stage before the cores')
+            _, line, terms_now, terms_before = term_lines.get(q.index, (None, None, None, None))
             if q.tracks_matches:
                 # (lag: the table computes the conditions of every state it may pick, for the tuple
                 # at the lookup; else the core those of its next state, for the tuple behind)
@@ -415,13 +443,13 @@ class Top(wiring.Component):
                                         update_inputs=inputs)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if inputs is not None:
-                    tuple4 = Signal(self.tuple_layout, name=f"{qname}_tuple4")
-                    m.d.comb += tuple4.eq(payload.o_data[:self.tuple_layout.size])
+                    tuple4 = Signal(self.tuple_layout, name=f"{qname}_tuple{3 + lag}")
+                    m.d.comb += tuple4.eq(t_data_before[:self.tuple_layout.size])
                     copies = []
                     for g in range(q.nfa.n_states + 1):
                         name = f"{qname}_update{g}"
                         copy = m.submodules[f"{Replica.PREFIX}{name}"] = Replica(inputs.width)
-                        m.d.comb += [copy.d.eq(inputs.pack(tuple4, line.o_data if line is not None else None)),
+                        m.d.comb += [copy.d.eq(inputs.pack(tuple4, terms_before if line is not None else None)),
                                      copy.en.eq(en_copy(name))]
                         copies.append(copy.q)
                     m.d.comb += core.inputs.eq(Cat(*copies))
@@ -460,11 +488,18 @@ class Top(wiring.Component):
                     if holds:
                         adjacents.append(part.adjacent)
                         m.d.comb += part.hold.eq(hold)
-                    if stall:
+                    if spaced:
                         conflicts.append(part.conflict)
                         conflicts_held.append(part.conflict_held)
                     if part.early_key:  # the key two stages behind (the framer's), hashed into registers
                         m.d.comb += part.next_key.eq(Cat(*(field(f_tuple, k) for k in q.key_fields)))
+                    if part.given_index:  # (its bucket, hashed as `front` takes the framer's tuple)
+                        framed = Signal(self.tuple_layout, name=f"{qname}_framed")
+                        next_index = Signal(len(part.next_index), name=f"{qname}_next_index", reset_less=True)
+                        m.d.comb += [framed.eq(framer.tuples.payload[:self.tuple_layout.size]),
+                                     part.next_index.eq(next_index)]
+                        with m.If(framer.tuples.ready):
+                            m.d.sync += next_index.eq(part.bucket_of(Cat(*(field(framed, k) for k in q.key_fields))))
                     m.d.comb += part.en_next.eq(en_next)
                 else:
                     part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
@@ -601,8 +636,8 @@ class Top(wiring.Component):
             # the tuple taken into stage 2 now against the one there, which moves on to stage 3 (and,
             # stall, the keys in flight ahead of that); a held tuple against the keys in flight (a
             # bubble follows it into stage 3)
-            held = Cat(*conflicts_held).any() if stall else Const(0)
-            taken = accept & (a_valid & Cat(*adjacents).any() | (Cat(*conflicts).any() if stall else Const(0)))
+            held = Cat(*conflicts_held).any() if spaced else Const(0)
+            taken = accept & (a_valid & Cat(*adjacents).any() | (Cat(*conflicts).any() if spaced else Const(0)))
             with m.If(en):
                 m.d.sync += hold.eq(Mux(hold, held, taken))
         # several queries may evict in one cycle: add them all

@@ -81,7 +81,7 @@ class SynthOptions:
     fastest: bool = False
     router: str = "auto"  # nextpnr's router: auto (see routers()), router1 or router2
     placer: str = "auto"  # nextpnr's placer: auto (see placer_for()), heap or static
-    update_cycles: str = "auto"  # a key's update: 1 or 2 cycles (cepc.hw.top.update_cycles_for)
+    update_cycles: str = "auto"  # a key's update: 1, 2 or 3 cycles (cepc.hw.top.update_cycles_for)
     hazards: str = "auto"  # a table's writes in flight: forward or stall (cepc.hw.top.hazards_for)
     hdl: str = "verilog"  # the design from Amaranth (verilog) or from the VHDL back end through GHDL (vhdl)
     allow_timing_fail: bool = False
@@ -578,12 +578,11 @@ def _place_fastest(design, choice, opts: SynthOptions, plat_cls, fam: str, out: 
 def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pll, baud: int, checked,
            progress: Progress) -> SynthResult:
     """The board top with ``choice``'s partitioner, through Yosys, nextpnr and the packer."""
-    from ..cli import _hazards
+    from ..cli import _hazards, _update_cycles
     from ..emit.verilog import fast_memory_init
     from ..hw.board_top import BoardTop
     from ..hw.devices import DEVICES
     from ..hw.replica import Replica
-    from ..hw.top import update_cycles_for
     from .vhdl import MODULE as VHDL_MODULE
 
     platform = plat_cls()
@@ -593,7 +592,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         options["evict_after"] = opts.evict_after
     if opts.max_length:
         options["max_match_length"] = opts.max_length
-    cycles = update_cycles_for(design, choice.partitioner, opts.update_cycles)
+    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles, opts.hdl)
     hazards = _hazards(choice.partitioner, opts.hazards)
     if opts.hdl == "vhdl":
         progress("ghdl: synthesising the VHDL")

@@ -72,6 +72,14 @@ just before it (``adjacent``, ``hold``: it waits a cycle). Each write is forward
 a stage later (the compares with the keys ahead shift by one; the key one ahead is never of the
 bucket), and the newest write's conditions are computed at the lookup from its state.
 
+With ``lag`` 2 (the three-cycle update) the lookup's results are registered again at a sixth stage,
+and the conditions (``out_cond``) are computed between the two, once, from the key's state picked:
+none is computed for the states the lookup may pick. The write of a key reaches the lookup of the key
+three behind it, so the caller never injects a key of the bucket of either of the two before it
+(``adjacent``, and ``conflict`` as with ``stall`` at a spacing of 2; ``given_index``: the caller gives
+``next_key``'s bucket from a register, so those compares follow no hash). Each write is forwarded a
+stage later again, and the older write's state is read from the LUT RAM at the lookup itself.
+
 With ``stall`` (``--hazards stall``) nothing is forwarded: the caller never injects a key of the
 bucket of any of the :func:`stall_spacing` keys before it (7, or 8 with ``lag``), so block RAM has
 taken their writes when the key's bucket is read, and the lookup's state and flags are block RAM's
@@ -113,13 +121,13 @@ DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
 
 
-def stall_spacing(lag: bool) -> int:
+def stall_spacing(lag: int) -> int:
     """With ``stall``: how many keys ahead of a key must not share its bucket, so that block RAM has
     taken their writes when the key's bucket is read. These are the writes the lookup would forward:
     FORWARD, one more where the write reaches the banks through a group's copy (counted always, so the
     spacing does not depend on the die, and both back ends hold a key on the same cycles), and with
-    ``lag`` the key one ahead's, whose write is formed a stage later."""
-    return FORWARD + 1 + (1 if lag else 0)
+    ``lag`` (the update's cycles but one) as many keys more, whose writes are formed that many stages later."""
+    return FORWARD + 1 + int(lag)
 
 
 # A bank is one block RAM at its deepest shape (ECP5's DP16KD: 16,384 × 1), the entry's bits side by
@@ -208,7 +216,8 @@ class TablePartitioner(wiring.Component):
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
                  window: int | None = None, early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
-                 cond_in_width: int = 1, relay: bool = False, lag: bool = False, stall: bool = False):
+                 cond_in_width: int = 1, relay: bool = False, lag: int = 0, stall: bool = False,
+                 given_index: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -256,6 +265,14 @@ class TablePartitioner(wiring.Component):
             # bucket is registered, then copied beside each bank's way, so block RAM's address comes from
             # flip-flops, not a tree of XORs
             signature["next_key"] = wiring.In(key_width)
+        # ``given_index``: the caller gives next_key's bucket (``next_index``, :meth:`bucket_of` it) from a
+        # register of its own, so the compares that decide whether to hold a key (``adjacent``,
+        # ``conflict``) do not follow the hash's tree of XORs
+        self.given_index = given_index
+        if given_index:
+            if not early_key:
+                raise ValueError("next_index is next_key's bucket: it needs early_key")
+            signature["next_index"] = wiring.In(max(1, self.index_bits))
         # A partial-match core's conditions (cepc.hw.nfa_core.Conditions): ``conditions(state, inputs)``
         # for the tuple at stage 3, computed there from each state the lookup may pick (each way's word,
         # the key's older writes ahead), registered and picked beside the state (``out_cond``); for the
@@ -273,22 +290,30 @@ class TablePartitioner(wiring.Component):
         # ``next_key`` a cycle before); ``hold`` keeps that one's bucket for the next enabled cycle,
         # while the caller holds that key back and injects nothing. The newest write's conditions
         # are then not the caller's but computed at the lookup from its state, for the tuple there.
-        self.lag = lag
-        self.depth = DEPTH + (1 if lag else 0)
+        # ``lag`` 2: the three-cycle update. The lookup's results are registered at stage 5 and again
+        # at stage 6, and the conditions are computed between the two, once, from the key's state
+        # picked (not for every state the lookup may pick); the caller updates from stage 6. A key's
+        # write reaches the lookup of the key three behind it: the caller never injects a key of the
+        # bucket of either of the two injected before it (``conflict``, ``conflict_held``, as with
+        # ``stall`` at a spacing of 2, and ``adjacent``).
+        if lag not in (0, 1, 2):
+            raise ValueError(f"a key's update takes 1 to 3 cycles (lag 0 to 2), not lag {lag}")
+        self.lag = int(lag)
+        self.depth = DEPTH + self.lag
         # ``stall``: nothing forwarded, a key held while one of the ``spacing`` keys ahead of it shares
         # its bucket. ``conflict``: the key two enabled cycles ahead (``next_key``) shares the bucket of a
         # key in flight that will still be within ``spacing`` of it, ``adjacent`` aside (the caller ANDs
         # that with whether there is a key one ahead); ``conflict_held``: the key one ahead, while held,
         # shares one (index_ahead's bucket: see ``hold``).
         self.stall = stall
-        self.spacing = stall_spacing(lag) if stall else None
+        self.spacing = stall_spacing(lag) if stall else 2 if self.lag == 2 else None
         if lag or stall:
             if not early_key:
                 raise ValueError("the two-cycle update and --hazards stall need the key two enabled cycles "
                                  "ahead (early_key)")
             signature["adjacent"] = wiring.Out(1)
             signature["hold"] = wiring.In(1)
-        if stall:
+        if self.spacing is not None:
             signature["conflict"] = wiring.Out(1)
             signature["conflict_held"] = wiring.Out(1)
         if self.cond_width:
@@ -297,6 +322,9 @@ class TablePartitioner(wiring.Component):
             signature["cond_in"] = wiring.In(cond_in_width)
             if not lag:
                 signature["next_cond"] = wiring.In(cond_width)
+        # (the conditions of each state the lookup may pick, computed a stage ahead: not with lag 2,
+        # which computes them once, from the state picked)
+        self.candidates = bool(self.cond_width) and self.lag < 2
         # the state of the newest write (w0's: the caller's ``next_state``, registered as the write on
         # the enabled edge after its lookup, or with ``lag`` after stage 5), for a caller that would
         # otherwise register part of it again (the top's record of a match: its registers)
@@ -314,6 +342,14 @@ class TablePartitioner(wiring.Component):
         """The bucket of a key (an int), as the hardware computes it."""
         return key if self.direct else h3(key, self.hash_rows)
 
+    def bucket_of(self, key: Value) -> Value:
+        """The bucket of ``key`` (a value), as the hardware computes it."""
+        if self.direct:
+            return key
+        if not self.hash_rows:
+            return Const(0, 1)
+        return Cat(*((key & row).xor() for row in self.hash_rows))
+
     def elaborate(self, platform):
         m = Module()
         kw, sw, vw, W, ew = self._kw, self._sw, self._vw, self.ways, self.entry_width
@@ -324,12 +360,7 @@ class TablePartitioner(wiring.Component):
             """The key's tag (its bits outside the hash's pivots); compared only within a bucket."""
             return Cat(*(key[b] for b in self.tag_bits)) if self.tag_bits else Const(0, 1)
 
-        def index_of(key):
-            if self.direct:
-                return key
-            if not self.hash_rows:
-                return Const(0, 1)
-            return Cat(*((key & row).xor() for row in self.hash_rows))
+        index_of = self.bucket_of
 
         # fields of an entry, LSB first: state, tag, expiry, stamp
         def fields(entry):
@@ -387,14 +418,14 @@ class TablePartitioner(wiring.Component):
         # each, or on a large die a copy per use, registered from the stage before (never inside an
         # ``If``: a copy's inputs would be gated by it)
         cond_in_at = {1: self.cond_in} if self.cond_width else {}
-        for stage in range(2, 5) if self.cond_width else ():
+        for stage in range(2, 6 if self.lag == 2 else 5) if self.cond_width else ():
             cond_in_at[stage] = Signal(len(self.cond_in), name=f"cond_in{stage}", reset_less=True)
             with m.If(self.en):
                 m.d.sync += cond_in_at[stage].eq(cond_in_at[stage - 1])
         cond_uses = [0]
 
         def conditions_at(state, stage=3):
-            """The conditions of ``state`` for the tuple at ``stage`` (2 to 4)."""
+            """The conditions of ``state`` for the tuple at ``stage`` (2 to 4; 5 with lag 2)."""
             if not copies:
                 return self._conditions(state, cond_in_at[stage])
             cond_uses[0] += 1
@@ -445,14 +476,15 @@ class TablePartitioner(wiring.Component):
         # bits per bank and way: see `taken`)
         read_at = []
         if self.early_key:  # index_of(key) by construction: all move on the same enabled edges from 0
+            next_index = self.next_index if self.given_index else index_of(self.next_key)
             index_ahead = Signal(ib, name="index_ahead", reset_less=bare)
             with m.If(self.en):
                 m.d.sync += index0.eq(index_ahead)
                 with m.If(~self.hold if self.lag or self.stall else Const(1)):  # (held: index_ahead keeps its bucket)
-                    m.d.sync += index_ahead.eq(index_of(self.next_key))
+                    m.d.sync += index_ahead.eq(next_index)
             if self.lag or self.stall:  # (next_key's bucket is index_ahead's D input: the one tree of XORs)
-                m.d.comb += self.adjacent.eq(index_of(self.next_key) == index_ahead)
-            group_read = group_copies("read", index_of(self.next_key)[:max(1, low)],
+                m.d.comb += self.adjacent.eq(next_index == index_ahead)
+            group_read = group_copies("read", next_index[:max(1, low)],
                                       self.hold if self.lag or self.stall else None)  # (index_ahead's)
             for b in range(self.banks):
                 if not copies:
@@ -582,19 +614,22 @@ class TablePartitioner(wiring.Component):
         v2, k2, i2 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         v3, k3, i3 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         v4, k4, i4 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
-        # with `lag`, the key whose write is being formed is a stage behind the lookup, at stage 5
+        # with `lag`, the key whose write is being formed is a stage behind the lookup, at stage 5 (6)
         v5, k5, i5 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
+        v6, k6, i6 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
+        stages = [(v3, i3, k3), (v4, i4, k4), (v5, i5, k5), (v6, i6, k6)]  # stages 3 to 6
+        cands = self.candidates
         m.d.comb += [key.d.eq(tag_of(k1)) for key in key_copies]
         word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
         cw = self.cond_width
-        cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)]
+        cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)] if cands else []
         # the newest write's conditions: the caller's for the key behind it, registered with it
         w0_cond = Signal(cw, name="w0_cond", reset_less=True)
         # (stall: nothing forwarded, so no write's conditions are ever picked)
-        if cw and not self.lag and not self.stall:
+        if cands and not self.lag and not self.stall:
             with m.If(self.en):
                 m.d.sync += w0_cond.eq(self.next_cond)
-        elif cw and not self.stall:  # (lag: computed at the lookup, from w0's state, for the tuple there)
+        elif cands and not self.stall:  # (lag: computed at the lookup, from w0's state, for the tuple there)
             m.d.comb += w0_cond.eq(conditions_at(fields(w0["entry"])[0], 4))
         used4 = [Signal(name=f"used4_way{w}") for w in range(W)]
         tagged4 = [Signal(name=f"tagged4_way{w}") for w in range(W)]
@@ -609,19 +644,20 @@ class TablePartitioner(wiring.Component):
         # (keys as their tags: a key is compared only with those in its bucket, where the tag identifies it)
         # (with `lag` the key one ahead is never of the bucket, by the caller's promise: the writes the
         # lookup sees are those of the keys two to `forward` + 1 ahead)
-        forming = [(v4, i4, k4), (v5, i5, k5)] if self.lag else [(v3, i3, k3), (v4, i4, k4)]
+        # (lag 2: the keys one and two ahead never are; those three to `forward` + 2 ahead)
+        forming = stages[self.lag:self.lag + 2]
         ahead = [(v, i, tag_of(k)) for v, i, k in forming] + \
             [(wr["valid"], wr["index"], wr["key"]) for wr in writes[:-2]]
         if self.stall:
             # No key ahead within the spacing is of the bucket: nothing is forwarded, and synthesis
             # leaves out what the flags, constant zero, would have picked.
             ahead = [(Const(0), i, k) for _, i, k in ahead]
+        if self.spacing is not None:
             # The keys in flight that will be within the spacing of the key two ahead once it is
             # injected, newest first: the one injected now, those at stages 1 to 4 (5), then the writes.
             # (The key one ahead, in between, is `adjacent`'s.)
-            flight = ([(self.inject, index0), (v1, i1), (v2, i2), (v3, i3), (v4, i4)] + ([(v5, i5)] if self.lag else [])
+            flight = ([(self.inject, index0), (v1, i1), (v2, i2)] + [(v, i) for v, i, _ in stages[:2 + self.lag]]
                       + [(wr["valid"], wr["index"]) for wr in writes])[:self.spacing - 1]
-            next_index = index_of(self.next_key)
             m.d.comb += [self.conflict.eq(Cat(*(v & (i == next_index) for v, i in flight)).any()),
                          self.conflict_held.eq(Cat(*(v & (i == index_ahead) for v, i in flight)).any())]
         # the key's bank's ways: whether each is in use and holds the key; the writes ahead: whether each
@@ -688,7 +724,7 @@ class TablePartitioner(wiring.Component):
             # (Every register here moves on the same enabled edges. The key at stage 4 forms w0: no key
             # is at stage 1 while the table is swept, and a swept bucket's write is compared once it
             # is registered.)
-            keys = [(i3, k3), (i4, k4), (i5, k5)] if self.lag else [(i2, k2), (i3, k3), (i4, k4)]
+            keys = [(i, k) for _, i, k in ([(v2, i2, k2)] + stages)[self.lag:self.lag + 3]]
             before = [(i, tag_of(k)) for i, k in keys] + [(wr["index"], wr["key"]) for wr in writes[:-3]]
 
             def chunked(name, a, b):
@@ -731,7 +767,7 @@ class TablePartitioner(wiring.Component):
             if copy is None:
                 return newest_of(older_one, [mine3r[j] for j in range(2, forward)], part, zero)
             return newest_of(copy.q[0], list(copy.q[1:]), part, zero)
-        way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cw else []
+        way_conds = [conditions_at(fields(word3[w])[0]) for w in range(W)] if cands else []
         with m.If(self.en):
             m.d.sync += [
                 v1.eq(self.inject & ~sweeping), k1.eq(self.key), i1.eq(index0),
@@ -741,10 +777,12 @@ class TablePartitioner(wiring.Component):
             ]
             if self.lag:
                 m.d.sync += [v5.eq(v4), k5.eq(k4), i5.eq(i4)]
+            if self.lag == 2:
+                m.d.sync += [v6.eq(v5), k6.eq(k5), i6.eq(i5)]
             m.d.sync += sel2.eq(1 << bank_of(i1))
             for w in range(W):
                 m.d.sync += [word4[w].eq(word3[w]), used4[w].eq(used3[w]), tagged4[w].eq(tagged3[w])]
-                if cw:  # the conditions of each way's state, for the tuple beside the key
+                if cands:  # the conditions of each way's state, for the tuple beside the key
                     m.d.sync += cond4[w].eq(way_conds[w])
             m.d.sync += [same_bucket[j].eq(bucket3[j]) for j in range(forward)]
             m.d.sync += [same_key[j].eq(key3[j]) for j in range(forward)]
@@ -790,7 +828,7 @@ class TablePartitioner(wiring.Component):
         if use_history:
             # (deep enough for the writes forwarded: the oldest read is forward - 2 behind w0)
             history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
-            for c in range(1 if cw else 0):  # (the conditions')
+            for c in range(1 if cands else 0):  # (the conditions')
                 copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
@@ -905,19 +943,27 @@ class TablePartitioner(wiring.Component):
             newest, base, words = (pick_newest, words[0]), older_state, words[forward:]
             if self.stall:  # (block RAM's ways alone)
                 newest, base = None, Const(0, sw)
-            older_conds = older_conditions() if cw and not self.stall else None
+            older_conds = older_conditions() if cands and not self.stall else None
             older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
+            if history and self.lag == 2:
+                # (the three-cycle update: the lookup reads the older write's state from the LUT RAM
+                # itself, every older write in it by then, at an address decided at stage 3 from the
+                # flags registered there: the compares have a cycle to themselves, the address its own)
+                for lo, hi, at, data in history:
+                    m.d.comb += older_state[lo:hi].eq(Mux(at.q[1], data, 0))
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
-                if history:
+                if history and self.lag == 2:
+                    pass
+                elif history:
                     w0_state = fields(writes[0]["entry"])[0]
                     for lo, hi, at, data in history:
                         m.d.sync += older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
                 else:
                     m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
-                if cw and self.stall:
+                if cands and self.stall:
                     cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
-                elif cw:
+                elif cands:
                     # and its conditions, each write's computed beside its own register and picked
                     # alike (picked first, the comparators would follow the picking): zero if none,
                     # as the state, since the ways' are ORed in. (Yosys' `share` pass merges their
@@ -955,9 +1001,9 @@ class TablePartitioner(wiring.Component):
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
             if self.stall:  # (block RAM's ways alone)
                 picks, newest, words = picks[1:], None, words[1:]
-                if cw:
+                if cands:
                     cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
-            elif cw:  # w0's conditions the caller's, the older write's picked at stage 3
+            elif cands:  # w0's conditions the caller's, the older write's picked at stage 3
                 older_cond = Signal(cw, name="older4_cond", reset_less=True)
                 value = older_of(older_conditions(), Const(0, cw))
                 with m.If(self.en):
@@ -985,7 +1031,7 @@ class TablePartitioner(wiring.Component):
         else:
             m.d.comb += state_out.eq(picked(selects, 0, sw))
         cond_out = Const(0, 1)
-        if cw:  # the conditions of that state, picked alike
+        if cands:  # the conditions of that state, picked alike
             cond = cond_base
             for pick, word in zip(picks, cond_words):
                 cond = cond | Mux(pick, word, 0)
@@ -1011,6 +1057,20 @@ class TablePartitioner(wiring.Component):
         else:
             stamp = epoch
             vw_, kw_, iw_ = v4, k4, i4
+        if self.lag == 2:
+            # the three-cycle update: registered again at stage 6, with the conditions of the key's
+            # state for its tuple, computed once between the two (the tuple at stage 5)
+            if cw:
+                cond_out = staged(conditions_at(state_out, 5), "cond6")
+            hit, free = staged(hit, "hit6"), staged(free, "free6")
+            hits = [staged(h, f"hit6_way{w}") for w, h in enumerate(hits)]
+            alloc = [staged(a, f"alloc6_way{w}") for w, a in enumerate(alloc)]
+            used = [staged(u, f"used6_way{w}") for w, u in enumerate(used)]
+            own = [staged(o, f"own6_way{w}") for w, o in enumerate(own)]
+            live = [staged(lv, f"live6_way{w}") for w, lv in enumerate(live)]
+            state_out = staged(state_out, "state6")
+            stamp = staged(stamp, "epoch6") if stamp is not None else None
+            vw_, kw_, iw_ = v6, k6, i6
         if cw:
             m.d.comb += self.out_cond.eq(cond_out)
         m.d.comb += [
@@ -1059,6 +1119,11 @@ class TablePartitioner(wiring.Component):
             # chain of them: finance0's critical path at 9e13792 was the priority, 7.8 ns)
             one_next, *mine_next = older_next
             one_next = one_next & Cat(*target).any()
+            if self.lag == 2:
+                # at stage 3: the key's newest older write at the lookup, w(j) then (w(j - 1) now): the
+                # write one ahead's flag (`older_one`, w0 now), those two or more ahead's (mine3r,
+                # registers); w(j) will be at history_at + 1 - j
+                one_next, mine_next = older_one, [mine3r[j] for j in range(2, forward)]
             for copy in older_copies:
                 m.d.comb += copy.d.eq(Cat(one_next, *mine_next))
             # the newest of the writes two or more ahead that is the key's (mine_next[i]: the write i
@@ -1068,9 +1133,12 @@ class TablePartitioner(wiring.Component):
             for i in reversed(range(len(mine_next))):
                 offset = Mux(mine_next[i], i, offset)
             read_next = Signal(len(history_at), name="history_read_next")
+            if self.lag == 2:
+                offset = Mux(one_next, 0, offset + 1)  # (j - 1)
             m.d.comb += read_next.eq(history_at - offset)
             for _, _, at, _ in history:
-                m.d.comb += at.d.eq(Cat(one_next, Cat(*mine_next).any(), read_next))
+                m.d.comb += at.d.eq(Cat(one_next, Cat(one_next, *mine_next).any() if self.lag == 2 else
+                                        Cat(*mine_next).any(), read_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
