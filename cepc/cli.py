@@ -18,6 +18,7 @@ from .plan import DEFAULT_MAX_LENGTH
 from .synth.flow import PLACER_CHOICES, ROUTER_CHOICES, STATIC_FF_SHARE
 
 UPDATE_CYCLES = ("auto", "1", "2", "3")  # --update-cycles (cepc.hw.top.update_cycles_for)
+WAYS = ("auto", "4", "2", "1")  # --ways (cepc.hw.sizing.choose)
 HAZARDS = ("auto", "forward", "stall")  # --hazards (cepc.hw.top.hazards_for)
 
 
@@ -151,7 +152,11 @@ def cmd_compile(args) -> int:
     if hdl == "vhdl" and unsupported(design, not args.no_decoder):
         raise UsageError(unsupported(design, not args.no_decoder))
     device = sizing.DEVICES[args.device]
-    choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after))
+    try:
+        choice = sizing.choose(design, device, args.partitioner, args.partitions, evict=bool(args.evict_after),
+                               ways=_ways(args.ways))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     print(sizing.describe(choice, device, design), file=sys.stderr)
     cycles = _update_cycles(design, choice.partitioner, args.update_cycles, hdl)
     hazards = _hazards(choice.partitioner, args.hazards)
@@ -169,6 +174,8 @@ def cmd_compile(args) -> int:
         options["decoder"] = False
     if args.evict_after:
         options["evict_after"] = args.evict_after
+    if _ways(args.ways):
+        options["ways"] = choice.ways
     if args.max_match_length:
         options["max_match_length"] = args.max_match_length
     side = emit(design, top, Path(args.output), hdl, args.top, options)
@@ -228,7 +235,7 @@ def cmd_synth(args) -> int:
     opts = flow.SynthOptions(board=args.board, out_dir=Path(args.output) if args.output else None,
                              freq_mhz=None if fastest else args.freq, fastest=fastest,
                              baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
-                             evict_after=args.evict_after,
+                             ways=_ways(args.ways), evict_after=args.evict_after,
                              max_length=args.max_match_length, seed=args.seed, router=args.router, placer=args.placer,
                              allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles,
                              hazards=args.hazards, hdl=args.hdl)
@@ -334,6 +341,11 @@ def cmd_gen(args) -> int:
 # --- argument parsing ----------------------------------------------------------------------
 
 
+def _ways(asked: str) -> int | None:
+    """--ways as sizing.choose takes it (None: auto)."""
+    return None if asked == "auto" else int(asked)
+
+
 def _update_cycles(design, partitioner: str, asked: str, hdl: str = "verilog") -> int:
     """--update-cycles as the top takes it (``auto`` the same for every HDL; 3 the Verilog's)."""
     from .hw.top import update_cycles_for
@@ -364,6 +376,10 @@ def _partition_options(c) -> None:
                    help="concurrent partitions per query (default: auto; the pipeline's default is 16)")
     c.add_argument("--device", choices=sorted(DEVICES), default=DEFAULT_DEVICE,
                    help=f"target device, for sizing the partition tables (default: {DEFAULT_DEVICE})")
+    c.add_argument("--ways", choices=WAYS, default="auto",
+                   help="entries per bucket of a hashed table, searched in parallel: fewer ways, less logic per "
+                        "lookup and a faster clock, but a bucket fills sooner (its key's tuples are then dropped); "
+                        "auto: 4, fewer where wide entries fit more partitions that way (default: auto)")
     c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto",
                    help="cycles a key's update takes in the table: 1, or 2 (its lookup and the update each "
                         "get a cycle, for a faster clock; a tuple whose key shares a bucket with the tuple "
@@ -482,6 +498,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--partitions", type=int, metavar="N",
                    help="concurrent partitions per query (default: auto for the table; the board's for the "
                         "pipeline, 256 on ULX3S-85F, 16 on iCEBreaker)")
+    c.add_argument("--ways", choices=WAYS, default="auto", help="as for compile (default: auto)")
     c.add_argument("--evict-after", type=int, metavar="CYCLES", help="as for compile (default: never)")
     c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
     c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto", help="as for compile (default: auto)")

@@ -39,6 +39,7 @@ SIMULATORS = ("verilator", "ghdl")
 class SimOptions:
     bus_width: int = 64
     partitions: int | None = None  # None: as cepc compile chooses
+    ways: int | None = None  # a hashed table's (--ways); None: as cepc compile chooses
     partitioner: str = "auto"
     device: str = "ecp5-85f"
     evict_after: int | None = None
@@ -80,7 +81,7 @@ def _design_hash(checked: Checked, opts: SimOptions) -> str:
     h.update(checked.source.text.encode())
     # their builds differ: GHDL's code generator; the optimisation of Verilator's model
     backend = tools.ghdl_backend() if opts.simulator == "ghdl" else os.environ.get("CEPC_VERILATOR_OPT_FAST", "")
-    h.update(json.dumps([__version__, _amaranth_version(), opts.bus_width, opts.partitions, opts.partitioner, opts.device,
+    h.update(json.dumps([__version__, _amaranth_version(), opts.bus_width, opts.partitions, opts.ways, opts.partitioner, opts.device,
                          opts.evict_after, opts.max_length, opts.waves is not None, opts.simulator,
                          backend, opts.automaton, opts.dfa_encoding, opts.decoder, opts.update_cycles,
                          opts.primitives, opts.hazards]).encode())
@@ -175,8 +176,11 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
 
         if unsupported(design, opts.decoder):
             raise UsageError(unsupported(design, opts.decoder))
-    choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions,
-                           evict=bool(opts.evict_after))
+    try:
+        choice = sizing.choose(design, sizing.DEVICES[opts.device], opts.partitioner, opts.partitions, ways=opts.ways,
+                               evict=bool(opts.evict_after))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     from .cli import _hazards, _update_cycles
 
     cycles = _update_cycles(design, choice.partitioner, opts.update_cycles,
@@ -189,6 +193,8 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
                "automaton": opts.automaton}
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
+    if opts.ways:
+        options["ways"] = choice.ways
     if opts.max_length:
         options["max_match_length"] = opts.max_length
     # The build directory is named by a hash of everything the HDL is made from (the query, these
@@ -412,7 +418,10 @@ def main_sim(args) -> int:
     checked = _load(args.query)
     frame = events.load_events(args.events, checked.stream)
     events.check_order(frame, checked, args.events)
-    opts = SimOptions(bus_width=args.bus_width, partitions=args.partitions, partitioner=args.partitioner,
+    from .cli import _ways
+
+    opts = SimOptions(bus_width=args.bus_width, partitions=args.partitions, ways=_ways(args.ways),
+                      partitioner=args.partitioner,
                       device=args.device, evict_after=args.evict_after,
                       max_length=args.max_match_length, packet_tuples=args.packet_tuples, stall=args.stall, backpressure=args.backpressure,
                       seed=args.seed, waves=Path(args.waves) if args.waves else None, simulator=args.simulator,

@@ -124,6 +124,25 @@ def test_aggregates_measures_and_within_compile_and_lint_clean(tmp_path):
     assert side["options"]["max_match_length"] == 100
 
 
+def test_the_ways_option(tmp_path, capsys):
+    # --ways 2: finance0's table two entries a bucket, in the sidecar, in Verilog and VHDL (auto's
+    # is not written); the pipeline partitioner has no buckets
+    finance0 = str(ROOT / "examples/finance/finance0/finance0.sql")
+    for out in ("t.v", "t.vhd"):
+        code = main(["compile", finance0, "-o", str(tmp_path / out), "--ways", "2", "--partitions", "64"])
+        err = capsys.readouterr().err
+        side = json.loads((tmp_path / "t.json").read_text())
+        assert code == 0 and side["options"]["ways"] == 2, err
+        assert "hashed, 2-way buckets" in err, err
+    assert "WAYS => 2" in (tmp_path / "t.vhd").read_text()
+    code = main(["compile", finance0, "-o", str(tmp_path / "u.v"), "--partitions", "64"])
+    assert code == 0 and "ways" not in json.loads((tmp_path / "u.json").read_text())["options"]
+    capsys.readouterr()
+    assert main(["compile", finance0, "-o", str(tmp_path / "p.v"), "--partitioner", "pipeline", "--ways", "2"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        "error: --ways is the table partitioner's (--partitioner table)"
+
+
 def test_the_hazards_option(tmp_path, capsys):
     # --hazards stall: in the sidecar (with the spacing: 7 keys, 8 with the two-cycle update) and the
     # summary, in VHDL as in Verilog, and the Verilog lints clean; forward (auto's) is not written. The

@@ -602,6 +602,30 @@ def test_a_hashed_entry_stores_the_quotient_tag():
     assert sizing.table_plan(network, q, 1 << 14, sizing.DEVICES["ecp5-85f"]).entry_bits == dut.entry_width
 
 
+def test_the_ways_asked_are_the_tables():
+    # --ways: a hashed table of that many ways, the largest that fits (finance0 on the ECP5-85F: 2,048
+    # partitions as with 4, its 1,024 buckets two entries each), or as many partitions as asked; a
+    # direct-indexed table has one way whatever is asked; the pipeline partitioner has none
+    root = Path(__file__).resolve().parent.parent
+    ecp5 = sizing.DEVICES["ecp5-85f"]
+    finance = lower(check(parse_file(root / "examples" / "finance" / "finance0" / "finance0.sql")))
+    assert sizing.choose(finance, ecp5).ways == 4
+    for ways in (4, 2, 1):
+        choice = sizing.choose(finance, ecp5, ways=ways)
+        assert (choice.ways, choice.partitions, choice.tables[0].ways) == (ways, 2048, ways)
+        asked = sizing.choose(finance, ecp5, partitions=64, ways=ways)
+        assert (asked.ways, asked.tables[0].entries) == (ways, 64)
+        dut = table_partitioner(finance.queries[0], finance.tuple, asked.partitions, asked.ways)
+        dut._MustUse__silence = True  # (built to read its shape, not elaborated)
+        assert (dut.ways, dut.buckets) == (ways, 64 // ways)
+    marathon = lower(check(parse_file(root / "examples" / "marathon" / "marathon.sql")))
+    assert sizing.choose(marathon, ecp5, ways=2).tables[0].direct
+    with pytest.raises(ValueError, match="--ways is 4, 2 or 1, not 3"):
+        sizing.choose(finance, ecp5, ways=3)
+    with pytest.raises(ValueError, match="--ways is the table partitioner's"):
+        sizing.choose(finance, ecp5, "pipeline", ways=2)
+
+
 def test_sizing_counts_the_block_rams_of_banks_ways_and_columns():
     # what `--partitioner auto` reports is what TablePartitioner stores: one memory per way, in columns
     root = Path(__file__).resolve().parent.parent

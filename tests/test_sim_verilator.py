@@ -48,6 +48,17 @@ def test_examples_simulate_to_their_expected_files(example, tmp_path):
     assert read(out) == read(query.parent / "expected.csv")
 
 
+@pytest.mark.parametrize("ways", ["2", "1"])
+def test_fewer_ways_simulate_to_the_expected_file(ways, tmp_path):
+    # --ways: finance0's table with two entries a bucket, or one, on its example's trades
+    query = ROOT / "examples" / "finance" / "finance0" / "finance0.sql"
+    out = tmp_path / "sim.csv"
+    assert main(["sim", str(query), "--events", str(query.parent / "events.csv"), "-o", str(out), "--ways", ways,
+                 "--compare", str(query.parent / "expected.csv"), "--bus-width", "256", "--partitions", "64",
+                 "--stall", "0.2", "--backpressure", "0.3"]) == 0
+    assert read(out) == read(query.parent / "expected.csv")
+
+
 @pytest.mark.parametrize("example", [e for e in EXAMPLES if "finance" in e or "mshape" in e])
 def test_market_examples_on_generated_trades_match_the_reference(example):
     # Hirzel's queries on 4,000 generated trades over 20 symbols: rows and measures, stalls, backpressure

@@ -122,16 +122,24 @@ class Choice:
     ways: int = DEFAULT_WAYS  # of hashed tables
 
 
+WAYS = (4, 2, 1)  # --ways: entries per bucket of a hashed table
+
+
 def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partitions: int | None = None,
-           evict: bool = False, reserved: Reserved | None = None) -> Choice:
-    """The partitioner and partition count for ``design`` on ``device``; ``partitioner`` and
-    ``partitions`` are the user's (``auto``/None: choose). The tables get half the device's block
-    RAM, at most what ``reserved`` (default: :func:`reserved_blocks` of the design alone) leaves."""
+           evict: bool = False, reserved: Reserved | None = None, ways: int | None = None) -> Choice:
+    """The partitioner and partition count for ``design`` on ``device``; ``partitioner``,
+    ``partitions`` and a hashed table's ``ways`` are the user's (``auto``/None: choose). The tables get
+    half the device's block RAM, at most what ``reserved`` (default: :func:`reserved_blocks` of the
+    design alone) leaves."""
+    if ways is not None and ways not in WAYS:
+        raise ValueError(f"--ways is 4, 2 or 1, not {ways}")
     keyed = [q for q in design.queries if q.key_fields]
     if not keyed:
         return Choice(partitioner if partitioner != "auto" else "table", partitions or 1, (),
                       "no query has PARTITION BY: one partition per query")
     if partitioner == "pipeline":
+        if ways is not None:
+            raise ValueError("--ways is the table partitioner's (--partitioner table)")
         return Choice("pipeline", partitions or PIPELINE_DEFAULT, (), "as asked")
     reserved = reserved or reserved_blocks(design, device)
     half = int(device.blocks * BUDGET)
@@ -140,21 +148,21 @@ def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partit
              f"the {budget} of {device.name}'s {device.blocks} {device.block}s the output FIFOs"
              f"{' and the host link' if reserved.buffer else ''} leave")
     if partitions is not None:
-        tables = tuple(table_plan(design, q, partitions, device, evict) for q in keyed)
-        return Choice("table", partitions, tables, "as asked")
+        tables = tuple(table_plan(design, q, partitions, device, evict, ways or DEFAULT_WAYS) for q in keyed)
+        return Choice("table", partitions, tables, "as asked", ways or DEFAULT_WAYS)
     # the largest count every keyed query's table fits, sharing the budget; wide entries make
     # shallow, wide tables, which block RAM holds badly: fewer ways then fit more partitions
     widest = max(key_width(design.tuple, q) for q in keyed)
     n = 1 << min(widest, 24)
     while n >= MIN_TABLE:
-        for ways in (DEFAULT_WAYS, 2, 1):
-            tables = tuple(table_plan(design, q, n, device, evict, ways) for q in keyed)
+        for w in (ways,) if ways else WAYS:
+            tables = tuple(table_plan(design, q, n, device, evict, w) for q in keyed)
             if sum(t.blocks for t in tables) <= budget:
-                return Choice("table", n, tables, f"the largest that fits {share}", ways)
+                return Choice("table", n, tables, f"the largest that fits {share}", w)
         n //= 2
     if partitioner == "table":
-        tables = tuple(table_plan(design, q, MIN_TABLE, device, evict) for q in keyed)
-        return Choice("table", MIN_TABLE, tables, f"does not fit {share}")
+        tables = tuple(table_plan(design, q, MIN_TABLE, device, evict, ways or DEFAULT_WAYS) for q in keyed)
+        return Choice("table", MIN_TABLE, tables, f"does not fit {share}", ways or DEFAULT_WAYS)
     return fallback(design, device, reserved, f"not even a {MIN_TABLE}-entry table fits {share}")
 
 

@@ -73,6 +73,7 @@ class SynthOptions:
     baud: int | None = None
     partitioner: str = "auto"
     partitions: int | None = None
+    ways: int | None = None  # a hashed table's entries per bucket (--ways); None: auto
     evict_after: int | None = None
     max_length: int | None = None
     seed: int = 1
@@ -469,7 +470,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         raise FitError(_reserved_message(design, device, reserved))
     try:
         choice = sizing.choose(design, device, opts.partitioner, opts.partitions or pipeline_default,
-                               evict=bool(opts.evict_after), reserved=reserved)
+                               evict=bool(opts.evict_after), reserved=reserved, ways=opts.ways)
     except ValueError as e:
         raise UsageError(str(e)) from None
     progress(sizing.describe(choice, device, design))
@@ -485,7 +486,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         # `auto` sizes the table by block RAM; whether its logic fits, only nextpnr knows (network's two
         # tables on the UP5K: 6,110 of its 5,280 logic cells). Then Woods' pipeline, a few flip-flops a
         # partition, which the user would otherwise have to ask for.
-        asked = opts.partitioner != "auto" or opts.partitions is not None
+        asked = opts.partitioner != "auto" or opts.partitions is not None or opts.ways is not None
         if asked or choice.partitioner != "table" or e.bel not in LOGIC_BELS:
             raise
         tables = f"the tables of {choice.partitions:,} partitions"
@@ -590,6 +591,8 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     options = {"board": opts.board}
     if opts.evict_after:
         options["evict_after"] = opts.evict_after
+    if opts.ways:
+        options["ways"] = choice.ways
     if opts.max_length:
         options["max_match_length"] = opts.max_length
     cycles = _update_cycles(design, choice.partitioner, opts.update_cycles, opts.hdl)
