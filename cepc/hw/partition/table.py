@@ -78,7 +78,8 @@ none is computed for the states the lookup may pick. The write of a key reaches 
 three behind it, so the caller never injects a key of the bucket of either of the two before it
 (``adjacent``, and ``conflict`` as with ``stall`` at a spacing of 2; ``given_index``: the caller gives
 ``next_key``'s bucket from a register, so those compares follow no hash). Each write is forwarded a
-stage later again, and the older write's state is read from the LUT RAM at the lookup itself.
+stage later again, and the older write's state is read from the LUT RAM at the lookup itself (its
+address decided at stage 2, registered, and copied from that register).
 
 With ``stall`` (``--hazards stall``) nothing is forwarded: the caller never injects a key of the
 bucket of any of the :func:`stall_spacing` keys before it (7, or 8 with ``lag``), so block RAM has
@@ -947,8 +948,9 @@ class TablePartitioner(wiring.Component):
             older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
             if history and self.lag == 2:
                 # (the three-cycle update: the lookup reads the older write's state from the LUT RAM
-                # itself, every older write in it by then, at an address decided at stage 3 from the
-                # flags registered there: the compares have a cycle to themselves, the address its own)
+                # itself, every older write in it by then, at an address decided at stage 2 and
+                # registered, the copies taking that register: the compares have a cycle to themselves,
+                # the route to the copies its own)
                 for lo, hi, at, data in history:
                     m.d.comb += older_state[lo:hi].eq(Mux(at.q[1], data, 0))
             with m.If(self.en):
@@ -1119,11 +1121,6 @@ class TablePartitioner(wiring.Component):
             # chain of them: finance0's critical path at 9e13792 was the priority, 7.8 ns)
             one_next, *mine_next = older_next
             one_next = one_next & Cat(*target).any()
-            if self.lag == 2:
-                # at stage 3: the key's newest older write at the lookup, w(j) then (w(j - 1) now): the
-                # write one ahead's flag (`older_one`, w0 now), those two or more ahead's (mine3r,
-                # registers); w(j) will be at history_at + 1 - j
-                one_next, mine_next = older_one, [mine3r[j] for j in range(2, forward)]
             for copy in older_copies:
                 m.d.comb += copy.d.eq(Cat(one_next, *mine_next))
             # the newest of the writes two or more ahead that is the key's (mine_next[i]: the write i
@@ -1134,11 +1131,21 @@ class TablePartitioner(wiring.Component):
                 offset = Mux(mine_next[i], i, offset)
             read_next = Signal(len(history_at), name="history_read_next")
             if self.lag == 2:
-                offset = Mux(one_next, 0, offset + 1)  # (j - 1)
-            m.d.comb += read_next.eq(history_at - offset)
-            for _, _, at, _ in history:
-                m.d.comb += at.d.eq(Cat(one_next, Cat(one_next, *mine_next).any() if self.lag == 2 else
-                                        Cat(*mine_next).any(), read_next))
+                # (the three-cycle update reads at the lookup, every older write in the LUT RAM by then:
+                # w(j) is at history_at + 2 - j, as history_at is now. The address is registered, and
+                # the copies take that register a stage later, so the compares' logic is not on the
+                # routes to the copies across the die)
+                m.d.comb += read_next.eq(Mux(one_next, history_at + 1, history_at - offset))
+                read3 = Signal(len(history_at), name="history_read3", reset_less=True)
+                any3 = Signal(name="history_any3")
+                with m.If(self.en):
+                    m.d.sync += [read3.eq(read_next), any3.eq(Cat(one_next, *mine_next).any())]
+                for _, _, at, _ in history:
+                    m.d.comb += at.d.eq(Cat(Const(0), any3, read3))
+            else:
+                m.d.comb += read_next.eq(history_at - offset)
+                for _, _, at, _ in history:
+                    m.d.comb += at.d.eq(Cat(one_next, Cat(*mine_next).any(), read_next))
         # The next key (at stage 3): the writes ahead of it as they will be once it is at stage 4, and for
         # each way the newest of them but the one being formed that touched it (those are registers now),
         # with its flags: the lookup patches with that, then w0
