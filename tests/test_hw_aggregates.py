@@ -76,7 +76,8 @@ PARTITIONERS = {"pipeline": {"partitioner": "pipeline"}, "table": {"partitioner"
                 "table2": {"partitioner": "table", "update_cycles": 2},
                 "table3": {"partitioner": "table", "update_cycles": 3},
                 "table-stall": {"partitioner": "table", "hazards": "stall"},
-                "table2-stall": {"partitioner": "table", "update_cycles": 2, "hazards": "stall"}}
+                "table2-stall": {"partitioner": "table", "update_cycles": 2, "hazards": "stall"},
+                "table3-stall": {"partitioner": "table", "update_cycles": 3, "hazards": "stall"}}
 
 
 def random_case(seed: int, after: str, within: int | None, n: int, most: int):
@@ -417,7 +418,7 @@ def test_lookahead_on_the_examples():
 
 
 @pytest.mark.parametrize("keys, within, update_cycles", [("spacing", None, 1), ("spacing", 40, 2), (1, 40, 1),
-                                                         (1, None, 2)])
+                                                         (1, None, 2), ("spacing", 40, 3)])
 def test_hazards_stall_reads_every_write_from_block_ram(keys, within, update_cycles):
     # --hazards stall: the table forwards nothing. As many keys in turn as the spacing (7; 8 with the
     # two-cycle update): each tuple waits a cycle behind the one of its key `spacing` ahead, and its
@@ -429,7 +430,7 @@ def test_hazards_stall_reads_every_write_from_block_ram(keys, within, update_cyc
                        ast.Var("S"), ast.Repeat(ast.Var("L"), 0, 1), ast.Var("N")))
     checked = check(parse(query(pattern, "CONTINUE", within)))
     design = lower(checked)
-    spacing = stall_spacing(update_cycles == 2)
+    spacing = stall_spacing(update_cycles - 1)
     n = keys if isinstance(keys, int) else spacing
     rng = random.Random(n)
     rows = [(i % n, rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1) for i in range(24 * spacing)]
@@ -448,7 +449,9 @@ def test_hazards_stall_reads_every_write_from_block_ram(keys, within, update_cyc
 # every distance without WITHIN; with it (five times the simulation's time), one of each of the three ways a
 # tuple's partial matches reach it: the lookahead (1), an older write (5), block RAM (8) (CI's time)
 @pytest.mark.parametrize("keys, within, update_cycles", [
-    *((k, None, u) for k in (1, 2, 3, 5, 7, 8, 13) for u in (1, 2)), *((k, 40, u) for k in (1, 5, 8) for u in (1, 2))])
+    *((k, None, u) for k in (1, 2, 3, 5, 7, 8, 13) for u in (1, 2)), *((k, 40, u) for k in (1, 5, 8) for u in (1, 2)),
+    # the three-cycle update: block RAM's word (8), an older write (4, 5), the newest write (3), held (1, 2)
+    *((k, None, 3) for k in (1, 2, 3, 4, 8)), (5, 40, 3)])
 def test_keys_in_turn_at_a_tuple_a_cycle(keys, within, update_cycles):
     # `keys` keys in turn, a tuple every cycle: each tuple's partial matches come from the write of the
     # one `keys` ahead: the core's own lookahead (1), the table's older writes (2 to 7: a partial-match
@@ -468,7 +471,7 @@ def test_keys_in_turn_at_a_tuple_a_cycle(keys, within, update_cycles):
     assert len(result.records) >= 20
 
 
-@pytest.mark.parametrize("update_cycles", [1, 2])
+@pytest.mark.parametrize("update_cycles", [1, 2, 3])
 @pytest.mark.parametrize("after", ["SKIP PAST LAST ROW", "CONTINUE"])
 def test_products_of_the_tuple_carried_beside_it_update_as_the_reference(after, update_cycles):
     # The table's top computes a tuple's products (v * 4, v * 5, w * 2, and the scaled registers'
@@ -593,6 +596,7 @@ def test_scaled_registers_and_carried_terms_of_two_queries_match_the_reference(u
                                         "finance/finance2/finance2.sql", "finance/finance5/finance5.sql")),
     # (the largest core, and the entries that go stale; finance0 with stall: test_sim_ghdl's cycle-exact test)
     ("mshape/mshape.sql", "stall", 2), ("finance/finance2/finance2.sql", "stall", 2),
+    ("finance/finance0/finance0.sql", "stall", 3),
     # the three-cycle update: the conditions computed once, from the state picked
     *((name, "forward", 3) for name in ("mshape/mshape.sql", "finance/finance0/finance0.sql",
                                         "finance/finance2/finance2.sql", "finance/finance5/finance5.sql"))])

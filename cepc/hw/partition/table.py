@@ -955,13 +955,11 @@ class TablePartitioner(wiring.Component):
                     m.d.comb += older_state[lo:hi].eq(Mux(at.q[1], data, 0))
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
-                if history and self.lag == 2:
-                    pass
-                elif history:
+                if history and self.lag < 2:
                     w0_state = fields(writes[0]["entry"])[0]
                     for lo, hi, at, data in history:
                         m.d.sync += older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
-                else:
+                elif not history:
                     m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
                 if cands and self.stall:
                     cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
