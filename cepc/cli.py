@@ -384,14 +384,16 @@ def _partition_options(c) -> None:
                    help="cycles a key's update takes in the table: 1, or 2 (its lookup and the update each "
                         "get a cycle, for a faster clock; a tuple whose key shares a bucket with the tuple "
                         "just before it waits a cycle), or 3 (the conditions of the key's state a cycle of "
-                        "their own; a tuple of the bucket of either of the two before it waits; Verilog only); auto: 2 with the table for keyed queries with "
+                        "their own: a smaller design, a faster clock; a tuple of the bucket of either of the two "
+                        "before it waits; Verilog only); auto: 2 with the table for keyed queries with "
                         "partial-match registers, 1 otherwise (default: auto)")
     c.add_argument("--hazards", choices=HAZARDS, default="auto",
                    help="how the table gives a key the update of a tuple of its bucket still in flight: forward "
                         "(from the writes in flight: a tuple every cycle, whatever its key) or stall (the tuple "
                         "waits until block RAM has the update: no forwarding logic, a smaller design with wide "
                         "partial matches; a run of one key takes a tuple per 8 cycles, 9 with the two-cycle "
-                        "update; distinct keys still one a cycle); auto: forward (default: auto)")
+                        "update, 10 with the three-cycle one; distinct keys still one a cycle); auto: forward "
+                        "(default: auto)")
 
 
 def _automaton_options(c) -> None:
