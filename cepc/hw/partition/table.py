@@ -1037,40 +1037,30 @@ class TablePartitioner(wiring.Component):
                 cond = cond | Mux(pick, word, 0)
             cond_out = cond if newest is None else Mux(newest[0], cond_newest, cond)
         # What the write takes of the lookup: at once, or (`lag`) registered at stage 5 with the key's
-        # state, which the caller updates there
-        if self.lag:
-            def staged(value, name):
-                reg = Signal(len(value), name=name, reset_less=name.startswith("state") or name.startswith("cond"))
-                with m.If(self.en):
-                    m.d.sync += reg.eq(value)
-                return reg
-            hit, free = staged(hit, "hit5"), staged(free, "free5")
-            hits = [staged(h, f"hit5_way{w}") for w, h in enumerate(hits)]
-            alloc = [staged(a, f"alloc5_way{w}") for w, a in enumerate(alloc)]
-            used = [staged(u, f"used5_way{w}") for w, u in enumerate(used)]
-            own = [staged(o, f"own5_way{w}") for w, o in enumerate(own)]
-            live = [staged(lv, f"live5_way{w}") for w, lv in enumerate(live)]
-            state_out, cond_out = staged(state_out, "state5"), staged(cond_out, "cond5")
-            # (the write's stamp: the epoch of its lookup)
-            stamp = staged(epoch, "epoch5") if epoch is not None else None
-            vw_, kw_, iw_ = v5, k5, i5
-        else:
-            stamp = epoch
-            vw_, kw_, iw_ = v4, k4, i4
-        if self.lag == 2:
-            # the three-cycle update: registered again at stage 6, with the conditions of the key's
-            # state for its tuple, computed once between the two (the tuple at stage 5)
-            if cw:
+        # state, which the caller updates there; with `lag` 2 registered again at stage 6, with the
+        # conditions of the key's state for its tuple, computed once between the two (the tuple at
+        # stage 5). (The write's stamp: the epoch of its lookup.)
+        def staged(value, name):
+            reg = Signal(len(value), name=name, reset_less=name.startswith("state") or name.startswith("cond"))
+            with m.If(self.en):
+                m.d.sync += reg.eq(value)
+            return reg
+        stamp = epoch
+        vw_, kw_, iw_ = v4, k4, i4
+        for stage, (v, k, i) in zip((5, 6), ((v5, k5, i5), (v6, k6, i6))[:self.lag]):
+            if stage == 5 and cands:
+                cond_out = staged(cond_out, "cond5")
+            elif stage == 6 and cw:
                 cond_out = staged(conditions_at(state_out, 5), "cond6")
-            hit, free = staged(hit, "hit6"), staged(free, "free6")
-            hits = [staged(h, f"hit6_way{w}") for w, h in enumerate(hits)]
-            alloc = [staged(a, f"alloc6_way{w}") for w, a in enumerate(alloc)]
-            used = [staged(u, f"used6_way{w}") for w, u in enumerate(used)]
-            own = [staged(o, f"own6_way{w}") for w, o in enumerate(own)]
-            live = [staged(lv, f"live6_way{w}") for w, lv in enumerate(live)]
-            state_out = staged(state_out, "state6")
-            stamp = staged(stamp, "epoch6") if stamp is not None else None
-            vw_, kw_, iw_ = v6, k6, i6
+            hit, free = staged(hit, f"hit{stage}"), staged(free, f"free{stage}")
+            hits = [staged(h, f"hit{stage}_way{w}") for w, h in enumerate(hits)]
+            alloc = [staged(a, f"alloc{stage}_way{w}") for w, a in enumerate(alloc)]
+            used = [staged(u, f"used{stage}_way{w}") for w, u in enumerate(used)]
+            own = [staged(o, f"own{stage}_way{w}") for w, o in enumerate(own)]
+            live = [staged(lv, f"live{stage}_way{w}") for w, lv in enumerate(live)]
+            state_out = staged(state_out, f"state{stage}")
+            stamp = staged(stamp, f"epoch{stage}") if stamp is not None else None
+            vw_, kw_, iw_ = v, k, i
         if cw:
             m.d.comb += self.out_cond.eq(cond_out)
         m.d.comb += [
