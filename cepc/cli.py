@@ -348,13 +348,12 @@ def _ways(asked: str) -> int | None:
 
 def _update_cycles(design, partitioner: str, asked: str, hdl: str = "verilog") -> int:
     """--update-cycles as the top takes it (``auto`` the same for every HDL; 3 the Verilog's)."""
-    from .hw.top import update_cycles_for
+    from .hw.top import VERILOG_ONLY_UPDATE, update_cycles_for
 
     if asked in ("2", "3") and partitioner != "table":
         raise UsageError(f"--update-cycles {asked} is the table partitioner's (--partitioner table)")
     if asked == "3" and hdl == "vhdl":
-        raise UsageError("--update-cycles 3 is the Verilog's: the VHDL back end has the one- and two-cycle "
-                         "updates (--update-cycles 1 or 2)")
+        raise UsageError(VERILOG_ONLY_UPDATE)
     return update_cycles_for(design, partitioner, asked)
 
 

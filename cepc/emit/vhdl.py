@@ -25,7 +25,15 @@ from ..errors import ToolError
 from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width, record_measures_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
 from ..hw.partition.table import FORWARD, STAMP_BITS
-from ..hw.top import OUTPUT_FIFO_DEPTH, Top, partitioner_depth, stall_margin, table_partitioner, within_expiry
+from ..hw.top import (
+    OUTPUT_FIFO_DEPTH,
+    VERILOG_ONLY_UPDATE,
+    Top,
+    partitioner_depth,
+    stall_margin,
+    table_partitioner,
+    within_expiry,
+)
 from ..plan import DesignPlan, PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
 
@@ -416,8 +424,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
     # lookup registered at a fifth stage, the hold of a tuple of the bucket of the one before it, and
     # a second record register
     if top.update_cycles == 3:
-        raise ValueError("--update-cycles 3 is the Verilog's: the VHDL has the one- and two-cycle updates "
-                         "(--update-cycles 1 or 2)")
+        raise ValueError(VERILOG_ONLY_UPDATE)
     lag = top.update_cycles == 2
     depth = partitioner_depth(design, top.partitions, top.partitioner, top.update_cycles)
     entity = {part: f"{name}_{part}" for part in

@@ -73,6 +73,9 @@ def stall_margin(update_cycles: int) -> int:
 
 
 PARTITIONERS = ("table", "pipeline")
+# what `cepc compile`, `sim` and `synth` say, and the VHDL back end, of the three-cycle update in VHDL
+VERILOG_ONLY_UPDATE = ("--update-cycles 3 is the Verilog's: the VHDL back end has the one- and two-cycle updates "
+                       "(--update-cycles 1 or 2)")
 
 
 def check_options(bus_width: int, partitions: int, partitioner: str, evict_after: int | None = None) -> None:
