@@ -145,9 +145,11 @@ class Ahead(Elaboratable):
                 with m.If(~hold):
                     m.d.sync += [line[0][0].eq(self.key), line[0][1].eq(self.inject), line[0][2].eq(self.time)]
                 m.d.sync += [line[1][0].eq(line[0][0]), line[1][1].eq(line[0][1] & ~hold), line[1][2].eq(line[0][2])]
-            m.d.comb += [dut.next_key.eq(self.key), dut.key.eq(line[1][0]), dut.inject.eq(line[1][1])]
+            m.d.comb += [dut.key.eq(line[1][0]), dut.inject.eq(line[1][1])]
             if dut.given_index:  # (its bucket, as the top gives it from a register of its own)
                 m.d.comb += dut.next_index.eq(dut.bucket_of(self.key))
+            else:
+                m.d.comb += dut.next_key.eq(self.key)
             time = line[1][2]
         else:
             m.d.comb += [dut.key.eq(self.key), dut.inject.eq(self.inject), self.ready.eq(1)]

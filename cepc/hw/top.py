@@ -494,8 +494,6 @@ class Top(wiring.Component):
                     if spaced:
                         conflicts.append(part.conflict)
                         conflicts_held.append(part.conflict_held)
-                    if part.early_key:  # the key two stages behind (the framer's), hashed into registers
-                        m.d.comb += part.next_key.eq(Cat(*(field(f_tuple, k) for k in q.key_fields)))
                     if part.given_index:  # (its bucket, hashed as `front` takes the framer's tuple)
                         framed = Signal(self.tuple_layout, name=f"{qname}_framed")
                         next_index = Signal(len(part.next_index), name=f"{qname}_next_index", reset_less=True)
@@ -503,6 +501,8 @@ class Top(wiring.Component):
                                      part.next_index.eq(next_index)]
                         with m.If(framer.tuples.ready):
                             m.d.sync += next_index.eq(part.bucket_of(Cat(*(field(framed, k) for k in q.key_fields))))
+                    elif part.early_key:  # the key two stages behind (the framer's), hashed into registers
+                        m.d.comb += part.next_key.eq(Cat(*(field(f_tuple, k) for k in q.key_fields)))
                     m.d.comb += part.en_next.eq(en_next)
                 else:
                     part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,

@@ -261,19 +261,19 @@ class TablePartitioner(wiring.Component):
         self.early_key = early_key
         if early_key not in (0, 2):
             raise ValueError(f"next_key is 2 enabled cycles ahead of key (0: none), not {early_key}")
-        if early_key:
+        # ``given_index``: the caller gives next_key's bucket (``next_index``, :meth:`bucket_of` it) from a
+        # register of its own, in place of next_key, so the compares that decide whether to hold a key
+        # (``adjacent``, ``conflict``) do not follow the hash's tree of XORs
+        self.given_index = given_index
+        if given_index and not early_key:
+            raise ValueError("next_index is next_key's bucket: it needs early_key")
+        if given_index:
+            signature["next_index"] = wiring.In(max(1, self.index_bits))
+        elif early_key:
             # the key two enabled cycles ahead (what ``key`` will be after two enabled edges): its
             # bucket is registered, then copied beside each bank's way, so block RAM's address comes from
             # flip-flops, not a tree of XORs
             signature["next_key"] = wiring.In(key_width)
-        # ``given_index``: the caller gives next_key's bucket (``next_index``, :meth:`bucket_of` it) from a
-        # register of its own, so the compares that decide whether to hold a key (``adjacent``,
-        # ``conflict``) do not follow the hash's tree of XORs
-        self.given_index = given_index
-        if given_index:
-            if not early_key:
-                raise ValueError("next_index is next_key's bucket: it needs early_key")
-            signature["next_index"] = wiring.In(max(1, self.index_bits))
         # A partial-match core's conditions (cepc.hw.nfa_core.Conditions): ``conditions(state, inputs)``
         # for the tuple at stage 3, computed there from each state the lookup may pick (each way's word,
         # the key's older writes ahead), registered and picked beside the state (``out_cond``); for the
