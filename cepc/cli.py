@@ -158,7 +158,7 @@ def cmd_compile(args) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     print(sizing.describe(choice, device, design), file=sys.stderr)
-    cycles = _update_cycles(design, choice.partitioner, args.update_cycles, hdl)
+    cycles = _update_cycles(design, choice.partitioner, args.update_cycles)
     hazards = _hazards(choice.partitioner, args.hazards)
     top = Top(design, bus_width=args.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
               evict_after=args.evict_after, ways=choice.ways, decoder=not args.no_decoder, update_cycles=cycles,
@@ -346,14 +346,12 @@ def _ways(asked: str) -> int | None:
     return None if asked == "auto" else int(asked)
 
 
-def _update_cycles(design, partitioner: str, asked: str, hdl: str = "verilog") -> int:
-    """--update-cycles as the top takes it (``auto`` the same for every HDL; 3 the Verilog's)."""
-    from .hw.top import VERILOG_ONLY_UPDATE, update_cycles_for
+def _update_cycles(design, partitioner: str, asked: str) -> int:
+    """--update-cycles as the top takes it (the same for every HDL)."""
+    from .hw.top import update_cycles_for
 
     if asked in ("2", "3") and partitioner != "table":
         raise UsageError(f"--update-cycles {asked} is the table partitioner's (--partitioner table)")
-    if asked == "3" and hdl == "vhdl":
-        raise UsageError(VERILOG_ONLY_UPDATE)
     return update_cycles_for(design, partitioner, asked)
 
 
@@ -384,7 +382,7 @@ def _partition_options(c) -> None:
                         "get a cycle, for a faster clock; a tuple whose key shares a bucket with the tuple "
                         "just before it waits a cycle), or 3 (the conditions of the key's state a cycle of "
                         "their own: a smaller design, a faster clock; a tuple of the bucket of either of the two "
-                        "before it waits; Verilog only); auto: 2 with the table for keyed queries with "
+                        "before it waits); auto: 3 with the table for keyed queries with "
                         "partial-match registers, 1 otherwise (default: auto)")
     c.add_argument("--hazards", choices=HAZARDS, default="auto",
                    help="how the table gives a key the update of a tuple of its bucket still in flight: forward "

@@ -183,8 +183,7 @@ def _compile(checked: Checked, opts: SimOptions, work: Path):
         raise UsageError(str(e)) from None
     from .cli import _hazards, _update_cycles
 
-    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles,
-                            "vhdl" if opts.simulator == "ghdl" else "verilog")
+    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles)
     hazards = _hazards(choice.partitioner, opts.hazards)
     top = Top(design, bus_width=opts.bus_width, partitions=choice.partitions, partitioner=choice.partitioner,
               evict_after=opts.evict_after, ways=choice.ways, decoder=opts.decoder, update_cycles=cycles,

@@ -174,7 +174,7 @@ def test_max_match_length_must_be_positive(tmp_path, capsys):
 
 
 def test_the_update_cycles_option(tmp_path, capsys):
-    # auto: the two-cycle update for a keyed query with partial-match registers (mshape), else one
+    # auto: the three-cycle update for a keyed query with partial-match registers (mshape), else one
     # (marathon), in VHDL as in Verilog; the pipeline partitioner has none
     def compile_(query, *args, out="t.v"):
         # (64 partitions: a quicker compile than the thousands cepc sizes, the same update)
@@ -182,27 +182,27 @@ def test_the_update_cycles_option(tmp_path, capsys):
         return code, capsys.readouterr().err
 
     for out in ("t.v", "t.vhd"):
-        for query, args, cycles in [("mshape/mshape.sql", [], 2), ("mshape/mshape.sql", ["--update-cycles", "1"], 1),
+        for query, args, cycles in [("mshape/mshape.sql", [], 3), ("mshape/mshape.sql", ["--update-cycles", "1"], 1),
                                     ("marathon/marathon.sql", [], 1), ("marathon/marathon.sql", ["--update-cycles", "2"], 2)]:
             code, err = compile_(query, *args, out=out)
             side = json.loads((tmp_path / "t.json").read_text())
             assert code == 0 and side["options"].get("update_cycles", 1) == cycles, (out, query, args)
-            # (the two-cycle update: a cycle more in the table, and a second record register)
+            # (the two-cycle update: a cycle more in the table, and a second record register; the
+            # three-cycle one, two more in the table, and the register stage after the framer)
             assert side["latency_cycles"] == 9 + 2 * cycles and ("two-cycle update" in err) == (cycles == 2)
     for out in ("t.v", "t.vhd"):
         code, err = compile_("mshape/mshape.sql", "--partitioner", "pipeline", "--update-cycles", "2", out=out)
         assert code == 1, err
         assert err.strip().splitlines()[-1].startswith("error: --update-cycles 2 is the table partitioner's"), err
-    # the three-cycle update, the Verilog's: its two cycles in the table, the second record register and
-    # the register stage after the framer; the VHDL says it has it not
-    code, err = compile_("mshape/mshape.sql", "--update-cycles", "3")
-    side = json.loads((tmp_path / "t.json").read_text())
-    assert code == 0 and side["options"]["update_cycles"] == 3 and side["latency_cycles"] == 15, err
-    assert "three-cycle update: a tuple of the bucket of either of the two before waits" in err
-    code, err = compile_("mshape/mshape.sql", "--update-cycles", "3", out="t.vhd")
-    assert code == 1 and err.strip().splitlines()[-1] == (
-        "error: --update-cycles 3 is the Verilog's: the VHDL back end has the one- and two-cycle updates "
-        "(--update-cycles 1 or 2)"), err
+    # the three-cycle update: its two cycles in the table, the second record register and the register
+    # stage after the framer, in VHDL as in Verilog (the VHDL's tables take UPDATE_CYCLES 3)
+    for out in ("t.v", "t.vhd"):
+        code, err = compile_("mshape/mshape.sql", "--update-cycles", "3", out=out)
+        side = json.loads((tmp_path / "t.json").read_text())
+        assert code == 0 and side["options"]["update_cycles"] == 3 and side["latency_cycles"] == 15, err
+        assert "three-cycle update: a tuple of the bucket of either of the two before waits" in err
+    text = (tmp_path / "t.vhd").read_text()
+    assert "UPDATE_CYCLES => 3" in text and "front_stage : process" in text
 
 
 def test_memory_contents_are_written_as_amaranth_writes_them():

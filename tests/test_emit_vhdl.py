@@ -76,18 +76,22 @@ def test_there_are_examples_to_compile():
     ["--bus-width", "8", "--partitioner", "pipeline", "--partitions", "1"],
     ["--bus-width", "64", "--partitioner", "pipeline", "--partitions", "16"],
     ["--bus-width", "512", "--partitioner", "pipeline", "--partitions", "3", "--evict-after", "1000"],
-    # auto: the table cepc sizes for the device (direct-indexed for narrow keys), the two-cycle update for
+    # auto: the table cepc sizes for the device (direct-indexed for narrow keys), the three-cycle update for
     # queries with partial-match registers
     ["--bus-width", "64"],
     ["--bus-width", "64", "--update-cycles", "1"],
-    # hashed, with either update (auto would pick the two-cycle one for queries with partial-match registers);
+    # hashed, with the one- and two-cycle updates (auto picks the three-cycle one for queries with partial-match
+    # registers);
     # the one-cycle one with --hazards stall (nothing forwarded, the keys of a bucket spaced)
     ["--bus-width", "32", "--partitioner", "table", "--partitions", "64", "--evict-after", "100000",
      "--hazards", "stall", "--update-cycles", "1"],
     ["--bus-width", "32", "--partitioner", "table", "--partitions", "64", "--evict-after", "100000",
      "--update-cycles", "2"],
+    # and the three-cycle one with --hazards stall (its spacing of 9)
+    ["--bus-width", "32", "--partitioner", "table", "--partitions", "64", "--evict-after", "100000",
+     "--hazards", "stall", "--update-cycles", "3"],
 ], ids=["8-bit-pipeline-1", "64-bit-pipeline-16", "512-bit-pipeline-3-evict", "64-bit-auto", "64-bit-auto-update-1",
-        "32-bit-table-64-evict-stall-update-1", "32-bit-table-64-evict-update-2"])
+        "32-bit-table-64-evict-stall-update-1", "32-bit-table-64-evict-update-2", "32-bit-table-64-evict-stall-update-3"])
 def test_ghdl_analyses_elaborates_and_synthesises_without_a_warning(query, options, tmp_path):
     text = compile_vhdl(query, tmp_path / "top.vhd", *options)
     if options[-2:] == ["--update-cycles", "1"]:  # (pinned: no table registers its lookup)
@@ -299,6 +303,37 @@ def test_the_two_cycle_update_in_the_vhdl(query, tmp_path):
     assert f"STALL_MARGIN  : positive := {STALL_MARGIN + 1};" in two
     assert f"STALL_MARGIN  : positive := {STALL_MARGIN};" in one and STALL_MARGIN + 1 < OUTPUT_FIFO_DEPTH
     assert len(re.findall(r"w_data => \w+_record6, w_en => \w+_record6_valid", two)) == len(side["queries"])
+
+
+@pytest.mark.parametrize("query", [MARATHON, NETWORK, ROOT / "examples" / "mshape" / "mshape.sql"],
+                         ids=lambda p: p.stem)
+def test_the_three_cycle_update_in_the_vhdl(query, tmp_path):
+    # --update-cycles 3: each table registers its lookup twice (UPDATE_CYCLES 3) and says whether the
+    # framer's tuple shares a bucket with either of the two tuples before it (`adjacent`, and `conflict`
+    # at a SPACING of 2, without --hazards stall), the top takes the framer's tuple into a register stage
+    # of its own (`front`), whose key the tables hash, the payload reaches the lookup through a line of
+    # four stages and is registered at the fifth and the sixth, and the record is registered twice: the
+    # latency of the Verilog top with the three-cycle update, in the same sidecar
+    from cepc.hw.top import STALL_MARGIN
+
+    three = compile_vhdl(query, tmp_path / "three.vhd", "--update-cycles", "3")
+    side = json.loads((tmp_path / "three.json").read_text())
+    assert side["options"]["update_cycles"] == 3 and side["latency_cycles"] == 15
+    tables = len(re.findall(r"^  \w+_partitioner : entity work\.cepc_top_table_partitioner$", three, re.M))
+    assert tables == len(side["queries"]) >= 1
+    assert three.count("UPDATE_CYCLES => 3)") == tables and "constant SPACING    : positive := 2;" in three
+    assert three.count("conflict => ") == three.count("hold => hold,") == tables
+    assert "f_ready <= not front_valid or takes;" in three and "accept  <= front_valid and takes;" in three
+    assert re.search(r"^  \w+_next_key <= front_data\(", three, re.M) and "a_raw <= front_data;" in three
+    assert "constant DEPTH         : positive := 6;" in three
+    assert "generic map (WIDTH => t_data'length, DEPTH => DEPTH - 2)" in three
+    assert "mid_data <= line_data;" in three and "t_data <= mid_data;" in three
+    for data in ("r_key", "r_index", "r_state", "p_key", "p_index", "p_state", "front_data", "mid_data"):
+        assert not re.search(rf"^ +{data} +<= \(others => '0'\);", three, re.M), data
+    assert f"STALL_MARGIN  : positive := {STALL_MARGIN + 1};" in three
+    # with --hazards stall, the spacing of the three-cycle update's (9)
+    stall = compile_vhdl(query, tmp_path / "stall.vhd", "--update-cycles", "3", "--hazards", "stall")
+    assert "constant SPACING    : positive := 9;" in stall and stall.count("HAZARD_STALL => true") == tables
 
 
 def test_ghdl_simulation_refuses_a_dfa_before_building(tmp_path, capsys):

@@ -137,8 +137,8 @@ def test_random_aggregate_corpus_is_the_same_on_both_back_ends_and_the_reference
     result = run_both(checked, frame, tmp_path, bus_width=bus_width, partitions=partitions, partitioner=partitioner,
                       update_cycles=update_cycles, hazards=hazards, stall=0.1, backpressure=0.3, seed=seed, timing=True)
     assert result.hazards == ("stall" if hazards == "stall" else "forward")
-    # (auto: the two-cycle update for the table, as the queries have partial-match registers)
-    assert result.update_cycles == (2 if partitioner == "table" and update_cycles != "1" else 1)
+    # (auto: the three-cycle update for the table, as the queries have partial-match registers)
+    assert result.update_cycles == (3 if partitioner == "table" and update_cycles != "1" else 1)
     assert result.counters["dropped"] == 0 and result.counters["overflow"] == 0
     assert result.rows == want, checked.source.text
 
@@ -170,7 +170,8 @@ WINDOWS = ROOT / "tests" / "fixtures" / "vhdl" / "windows.sql"
 
 
 @needs_ghdl
-@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("table", "2"), ("pipeline", "auto")])
+@pytest.mark.parametrize("partitioner, update_cycles", [("table", "1"), ("table", "2"), ("table", "3"),
+                                                      ("pipeline", "auto")])
 def test_within_eviction_is_exact_across_zero_and_for_windows_wider_than_the_time(partitioner, update_cycles,
                                                                                   tmp_path):
     # WITHIN evicts a partition past its expiry (its last time plus the window, compared unsigned):
@@ -361,7 +362,7 @@ def test_vhdl_heavy_backpressure_fills_the_fifos_without_losing_a_record(keyed):
 
 @needs_ghdl
 @pytest.mark.parametrize("bus_width, partitioner, update_cycles", [(8, "table", "auto"), (24, "pipeline", "auto"),
-                                                                   (128, "table", "2")])
+                                                                   (128, "table", "2"), (128, "table", "3")])
 def test_every_beat_and_record_takes_the_same_cycle_on_both_back_ends(bus_width, partitioner, update_cycles):
     # cycle-exact: the clock cycle of every packet's last beat taken and of every record given, under
     # the same random gaps and backpressure (an 8-bit bus has a framer of its own, without the
@@ -388,7 +389,7 @@ def test_every_beat_and_record_takes_the_same_cycle_on_both_back_ends(bus_width,
 @needs_ghdl
 @pytest.mark.parametrize("partitions, keyed, bus_width, partitioner, update_cycles",
                          [(1, False, 64, "auto", 1), (5, True, 56, "pipeline", 1), (5, True, 56, "table", 1),
-                          (5, True, 56, "table", 2)])
+                          (5, True, 56, "table", 2), (5, True, 56, "table", 3)])
 def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width, partitioner, update_cycles):
     from cepc.hw.top import latency
 
@@ -406,8 +407,10 @@ def test_latency_is_the_same_on_both_back_ends(partitions, keyed, bus_width, par
     kind = "table" if partitioner == "auto" else partitioner
     bound = latency(lower(checked), partitions, kind, update_cycles)
     assert bound - 1 <= measured["ghdl"] <= bound
-    if update_cycles == 2:  # 13 cycles, not 11: the lookup's register and a second record register
-        assert bound == 13
+    # 13 cycles, not 11: the lookup's register and a second record register; 15: the lookup registered
+    # twice, and the register stage after the framer
+    if partitioner == "table":
+        assert bound == {1: 11, 2: 13, 3: 15}[update_cycles]
 
 
 # --- the two-cycle update (--update-cycles 2) ------------------------------------------------------
@@ -438,18 +441,20 @@ def buckets_of(design, frame: pd.DataFrame, partitions: int) -> dict[str, list[i
     return out
 
 
-def back_to_back(buckets: dict[str, list[int]], keys: list) -> tuple[int, int]:
-    """Tuples whose key shares a bucket of some query's table with the tuple just before them: how many,
-    and how many of those have another key."""
-    shared = [i for i in range(1, len(keys)) if any(b[i] == b[i - 1] for b in buckets.values())]
-    return len(shared), sum(keys[i] != keys[i - 1] for i in shared)
+def back_to_back(buckets: dict[str, list[int]], keys: list, distance: int = 1) -> tuple[int, int]:
+    """Tuples whose key shares a bucket of some query's table with the tuple ``distance`` before them:
+    how many, and how many of those have another key."""
+    shared = [i for i in range(distance, len(keys)) if any(b[i] == b[i - distance] for b in buckets.values())]
+    return len(shared), sum(keys[i] != keys[i - distance] for i in shared)
 
 
 @needs_ghdl
-@pytest.mark.parametrize("example, n, hazards", [
-    ("mshape/mshape.sql", 1000, "forward"), ("finance/finance0/finance0.sql", 1000, "stall"),
-    ("finance/finance5/finance5.sql", 1000, "forward"), ("network/network.sql", 1000, "forward")])
-def test_two_cycle_update_is_cycle_exact_on_both_back_ends(example, n, hazards, tmp_path):
+@pytest.mark.parametrize("example, n, update_cycles, hazards", [
+    ("mshape/mshape.sql", 1000, "2", "forward"), ("finance/finance0/finance0.sql", 1000, "2", "stall"),
+    ("finance/finance5/finance5.sql", 1000, "2", "forward"), ("network/network.sql", 1000, "2", "forward"),
+    ("mshape/mshape.sql", 1000, "3", "forward"), ("finance/finance0/finance0.sql", 1000, "3", "stall"),
+    ("finance/finance5/finance5.sql", 1000, "3", "forward"), ("network/network.sql", 1000, "3", "forward")])
+def test_two_and_three_cycle_updates_are_cycle_exact_on_both_back_ends(example, n, update_cycles, hazards, tmp_path):
     # --update-cycles 2 on a small hashed table (16 entries: 4 buckets of 4 ways) and 8 keys on a
     # 256-bit bus (a tuple a cycle): a fifth of the tuples or more share a bucket with the tuple just
     # before them, of their own key or another's. Each waits a cycle at stage 2, and then sees the
@@ -458,25 +463,30 @@ def test_two_cycle_update_is_cycle_exact_on_both_back_ends(example, n, hazards, 
     # and marathon, whose states network's queries also have, are left out: finance2's two-cycle update is
     # test_hw_aggregates' test_the_examples_with_the_two_cycle_update, in amaranth.sim.)
     # finance0 with --hazards stall: a tuple waits while a key of its bucket is among the 8 before it.
+    # With the three-cycle update a tuple waits while its bucket is that of either of the two before it
+    # (about as many share the bucket of the one two before), or with --hazards stall of the 9 before it.
     from cepc.gen import generate
 
     checked = check(parse_file(ROOT / "examples" / example))
     design = lower(checked)
     frame = generate(checked, n, 8, seed=13)
     (key,) = {k for q in design.queries for k in q.key_fields}
-    shared, others = back_to_back(buckets_of(design, frame, 16), frame[key].tolist())
-    assert shared > n // 5 and others > n // 10, (shared, others)
+    buckets = buckets_of(design, frame, 16)
+    for distance in (1, 2) if update_cycles == "3" else (1,):
+        shared, others = back_to_back(buckets, frame[key].tolist(), distance)
+        assert shared > n // 5 and others > n // 10, (distance, shared, others)
     result = run_both(checked, frame, tmp_path, bus_width=256, partitions=16, partitioner="table",
-                      update_cycles="2", hazards=hazards, packet_tuples=25, stall=0.1, backpressure=0.4, seed=13,
+                      update_cycles=update_cycles, hazards=hazards, packet_tuples=25, stall=0.1, backpressure=0.4, seed=13,
                       timing=True)
     assert result.counters["tuples_in"] == len(frame) and result.counters["dropped"] == 0
-    assert result.hazards == hazards
+    assert result.hazards == hazards and result.update_cycles == int(update_cycles)
     want = expected_rows(checked, frame)
     assert result.rows == want and len(want) >= 9
 
 
 @needs_ghdl
-def test_two_cycle_update_stalls_with_the_same_margin_on_both_back_ends(tmp_path):
+@pytest.mark.parametrize("update_cycles", ["2", "3"])
+def test_two_and_three_cycle_updates_stall_with_the_same_margin_on_both_back_ends(update_cycles, tmp_path):
     # every tuple matches and the sink takes about one record in ten cycles: the output FIFO fills, and
     # the pipeline stalls with one slot more kept free than with the one-cycle update (its second
     # record register), on both back ends at the same cycles; no record is lost
@@ -484,38 +494,43 @@ def test_two_cycle_update_stalls_with_the_same_margin_on_both_back_ends(tmp_path
     checked = check(parse(text))
     frame = keyed_frame("ab" * 150, [i // 2 % 3 for i in range(300)])  # pairs of a key back to back
     result = run_both(checked, frame, tmp_path, bus_width=128, partitions=3, partitioner="table",
-                      update_cycles="2", packet_tuples=50, backpressure=0.9, seed=3, timing=True)
+                      update_cycles=update_cycles, packet_tuples=50, backpressure=0.9, seed=3, timing=True)
     assert result.rows == reference_rows(checked, frame) and len(result.rows) == 300
     assert result.counters["matches_out"] == 300
 
 
 @needs_ghdl
-@pytest.mark.parametrize("update_cycles", ["1", "2"])
+@pytest.mark.parametrize("update_cycles", ["1", "2", "3"])
 def test_a_write_is_stamped_with_the_epoch_of_its_lookup(update_cycles, tmp_path):
     # --evict-after 30: an epoch every enabled cycle, and an entry is stale 2,048 epochs after the one
     # its write is stamped with. Twelve keys start a partial match each ('a'); some 2,000 tuples later
     # they come back in turn ('d'), each one cycle later after its start than the key before it, and
     # then complete their matches ('c'). Keys that come back before their entry is stale match; the
     # later ones have lost it. Which key is the first to have lost it depends, to the cycle, on the
-    # epoch its write is stamped with: its lookup's, with the two-cycle update too (where the write is
-    # formed a cycle after the lookup). No tuple waits: no two in a row share a bucket.
+    # epoch its write is stamped with: its lookup's, with the two- and three-cycle updates too (where the
+    # write is formed a cycle or two after the lookup). No tuple waits: no two in a row, nor two with one
+    # between them, share a bucket (three fillers in turn).
     text = pt.schema() + "PARTITION BY k PATTERN (P0 P3 P2) DEFINE " + pt.defines() + ";"
     checked = check(parse(text))
     design = lower(checked)
     (every,) = buckets_of(design, keyed_frame("a" * 256, list(range(256))), 64).values()
     bucket = dict(enumerate(every))  # each key's (16 buckets of 4 ways)
-    filler = [200, next(k for k in range(201, 256) if bucket[k] != bucket[200])]  # 'b' starts nothing: no entry
+    filler = [200]  # 'b' starts nothing: no entry
+    for k in range(201, 256):
+        if len(filler) < 3 and bucket[k] not in {bucket[f] for f in filler}:
+            filler.append(k)
     keys = []  # in turn in buckets of their own (none of the fillers'), at most 4 in one
     for k in range(100):
-        if bucket[k] not in {bucket[f] for f in filler} and (not keys or bucket[keys[-1]] != bucket[k]) \
+        if bucket[k] not in {bucket[f] for f in filler} and bucket[k] not in {bucket[j] for j in keys[-2:]} \
                 and [bucket[j] for j in keys].count(bucket[k]) < 4 and len(keys) < 12:
             keys.append(k)
     fill = 2030
     letters = "a" * 12 + "b" * fill + "db" * 12 + "c" * 12
-    ks = keys + [filler[i % 2] for i in range(fill)] + [k for i, key in enumerate(keys) for k in (key, filler[i % 2])] \
+    ks = keys + [filler[i % 3] for i in range(fill)] + [k for i, key in enumerate(keys) for k in (key, filler[i % 3])] \
         + keys
     frame = keyed_frame(letters, ks)
-    assert len(keys) == 12 and back_to_back(buckets_of(design, frame, 64), ks)[0] == 0
+    buckets = buckets_of(design, frame, 64)
+    assert len(keys) == 12 and back_to_back(buckets, ks)[0] == back_to_back(buckets, ks, 2)[0] == 0
     result = run_both(checked, frame, tmp_path, bus_width=128, partitions=64, partitioner="table", evict_after=30,
                       update_cycles=update_cycles, packet_tuples=len(frame), seed=5, timing=True)
     # the first six keys come back 2,042 to 2,047 cycles after their start (12 + 2,030 + their place), in time

@@ -27,7 +27,6 @@ from ..hw.partition.pipeline import TIMER_MAX, tick_period
 from ..hw.partition.table import FORWARD, STAMP_BITS
 from ..hw.top import (
     OUTPUT_FIFO_DEPTH,
-    VERILOG_ONLY_UPDATE,
     Top,
     partitioner_depth,
     stall_margin,
@@ -422,10 +421,10 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
     tup = design.tuple
     # the two-cycle update (Top.update_cycles 2: the table partitioner, a keyed design): each table's
     # lookup registered at a fifth stage, the hold of a tuple of the bucket of the one before it, and
-    # a second record register
-    if top.update_cycles == 3:
-        raise ValueError(VERILOG_ONLY_UPDATE)
-    lag = top.update_cycles == 2
+    # a second record register; the three-cycle update (lag 2): registered at a sixth stage too, a
+    # register stage after the framer (`front`), and the hold of a tuple of the bucket of either of
+    # the two before it
+    lag = top.update_cycles - 1
     depth = partitioner_depth(design, top.partitions, top.partitioner, top.update_cycles)
     entity = {part: f"{name}_{part}" for part in
               ("framer", "decoder", "delay_line", "fifo", "pipeline_partitioner", "partition_element",
@@ -448,7 +447,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
         "evicted_count", "record_array", "level_array", "m_valid", "decoded", "malformed_count",
         # labels
         "framer", "decoder", "payload", "spill", "reads", "tuple_stage", "predicate_stage", "seq_stage", "spill_stage",
-        "stall_bucket", "payload5",
+        "stall_bucket", "payload5", "mid_valid", "mid_data", "front_valid", "front_data", "front_stage", "takes",
         "stall", "arbiter", "output_stage", "rtl", name, *entity.values()])
     suffixes = ("_key", "_slot", "_out_valid", "_out_key", "_out_state", "_hit", "_free", "_next", "_match",
                 "_evicted", "_drop", "_record", "_record_valid", "_partitioner", "_nfa", "_matches", "_record_stage",
@@ -531,10 +530,13 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
         "stall_margin": stall_margin(top.update_cycles),  # (cepc.hw.top: `room`)
         "lag": lag,
         # --hazards stall: each table forwards nothing, and the top holds a tuple while a key of its
-        # bucket is within the spacing ahead of it (with `lag`, the same hold)
+        # bucket is within the spacing ahead of it (with `lag`, the same hold; with `lag` 2, while it
+        # is either of the two ahead of it)
         "stall": top.hazards == "stall",
-        "holds": lag or top.hazards == "stall",
+        "holds": bool(lag) or top.hazards == "stall",
+        "spaced": lag == 2 or top.hazards == "stall",
         "stall_spacing": top.stall_spacing,
+        "table_spacing": top.stall_spacing if top.hazards == "stall" else 2,
         "depth": depth,
         "pipelined": top.pipelined,
         "tick_period": tick_period(top.evict_after) if top.evict_after else 0,

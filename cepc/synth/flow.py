@@ -595,7 +595,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         options["ways"] = choice.ways
     if opts.max_length:
         options["max_match_length"] = opts.max_length
-    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles, opts.hdl)
+    cycles = _update_cycles(design, choice.partitioner, opts.update_cycles)
     hazards = _hazards(choice.partitioner, opts.hazards)
     if opts.hdl == "vhdl":
         progress("ghdl: synthesising the VHDL")
