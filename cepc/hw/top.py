@@ -333,7 +333,8 @@ class Top(wiring.Component):
         m.d.comb += f_tuple.eq(offered[:self.tuple_layout.size])
         with m.If(en):
             m.d.sync += a_valid.eq(accept | hold if holds else accept)
-        with m.If(en_front & ~hold if holds else en_front):
+        a_load = en_front & ~hold if holds else en_front  # (held: the tuple stays)
+        with m.If(a_load):
             m.d.sync += [a_raw.eq(offered), a_tuple.eq(f_tuple)]
         count_late(m, self.tuples_in, accept)
 
@@ -390,7 +391,9 @@ class Top(wiring.Component):
             if terms is None or not terms.width:
                 continue
             b_terms = Signal(terms.width, name=f"{qname}_b_terms")
-            m.d.comb += b_terms.eq(terms.staged(m, a_tuple, b_tuple, en_front, qname))
+            # (on a large die the products' operands from copies of their own, loaded as a_tuple is)
+            m.d.comb += b_terms.eq(terms.staged(m, a_tuple, b_tuple, en_front, qname,
+                                                operands=None if small_die(platform) else (f_tuple, a_load)))
             line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True, ahead=3)
             en_terms = en_copy(f"{qname}_terms")
             m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
