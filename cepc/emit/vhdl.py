@@ -24,15 +24,8 @@ from amaranth.hdl import Const, Shape, Signal, Value, signed, unsigned
 from ..errors import ToolError
 from ..hw.layouts import COUNTER_WIDTH, SEQ_WIDTH, key_width, query_id_width, record_key_width, record_measures_width
 from ..hw.partition.pipeline import TIMER_MAX, tick_period
-from ..hw.partition.table import FORWARD, STAMP_BITS
-from ..hw.top import (
-    OUTPUT_FIFO_DEPTH,
-    Top,
-    partitioner_depth,
-    stall_margin,
-    table_partitioner,
-    within_expiry,
-)
+from ..hw.partition.table import FORWARD, STAMP_BITS, hold_spacing
+from ..hw.top import OUTPUT_FIFO_DEPTH, Top, partitioner_depth, stall_margin, table_partitioner, within_expiry
 from ..plan import DesignPlan, PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg, QueryPlan
 from .sidecar import header_lines, sidecar
 
@@ -536,7 +529,8 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
         "holds": bool(lag) or top.hazards == "stall",
         "spaced": lag == 2 or top.hazards == "stall",
         "stall_spacing": top.stall_spacing,
-        "table_spacing": top.stall_spacing if top.hazards == "stall" else 2,
+        # (the tables' SPACING; a constant of 2 where they do not space their keys, never read)
+        "table_spacing": hold_spacing(lag, top.hazards == "stall") or 2,
         "depth": depth,
         "pipelined": top.pipelined,
         "tick_period": tick_period(top.evict_after) if top.evict_after else 0,

@@ -131,6 +131,13 @@ def stall_spacing(lag: int) -> int:
     return FORWARD + 1 + int(lag)
 
 
+def hold_spacing(lag: int, stall: bool) -> int | None:
+    """How many keys ahead of a key the caller is told about (``conflict``), so that it holds the key
+    while one of them shares its bucket: with ``stall`` the :func:`stall_spacing`; with the three-cycle
+    update (``lag`` 2) the two before it (the one right before is also ``adjacent``'s); else None."""
+    return stall_spacing(lag) if stall else 2 if lag == 2 else None
+
+
 # A bank is one block RAM at its deepest shape (ECP5's DP16KD: 16,384 × 1), the entry's bits side by
 # side, a block per bit: as few banks as block RAM allows, so the OR that picks the key's bank, and the
 # copies beside each bank, are few. (In 2,048 × 9 blocks marathon's table was 32 banks spread over the
@@ -307,7 +314,7 @@ class TablePartitioner(wiring.Component):
         # that with whether there is a key one ahead); ``conflict_held``: the key one ahead, while held,
         # shares one (index_ahead's bucket: see ``hold``).
         self.stall = stall
-        self.spacing = stall_spacing(lag) if stall else 2 if self.lag == 2 else None
+        self.spacing = hold_spacing(self.lag, stall)
         if lag or stall:
             if not early_key:
                 raise ValueError("the two-cycle update and --hazards stall need the key two enabled cycles "
