@@ -50,7 +50,13 @@ def test_dfa_reports_where_the_nfa_does(pattern, after, vectors):
     q = plan(pattern, after)
     if q.nfa.n_states == 0:
         return
-    dfa = powerset.determinize(q.nfa, q.skip)
+    try:
+        dfa = powerset.determinize(q.nfa, q.skip)
+    except powerset.DfaTooLarge:
+        # (a pattern like `P0 . . . . (. . .){1,3}` with CONTINUE needs more DFA states than hardware
+        # takes: refused as documented, test_dfa_too_large_is_refused_with_the_query_name; a fresh
+        # clone's run drew one)
+        return
     assert dfa_run(dfa, vectors) == nfa_run(q, vectors)
     assert dfa.sets[0] == 0 and all(len(row) == 2 ** len(ins) for row, ins in zip(dfa.table, dfa.inputs))
 
