@@ -418,6 +418,7 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
     # register stage after the framer (`front`), and the hold of a tuple of the bucket of either of
     # the two before it
     lag = top.update_cycles - 1
+    spacing = hold_spacing(lag, top.hazards == "stall")  # (None: the tables space no keys)
     depth = partitioner_depth(design, top.partitions, top.partitioner, top.update_cycles)
     entity = {part: f"{name}_{part}" for part in
               ("framer", "decoder", "delay_line", "fifo", "pipeline_partitioner", "partition_element",
@@ -527,10 +528,10 @@ def context(design: DesignPlan, top: Top, name: str, options: dict, primitives: 
         # is either of the two ahead of it)
         "stall": top.hazards == "stall",
         "holds": bool(lag) or top.hazards == "stall",
-        "spaced": lag == 2 or top.hazards == "stall",
+        "spaced": spacing is not None,
         "stall_spacing": top.stall_spacing,
         # (the tables' SPACING; a constant of 2 where they do not space their keys, never read)
-        "table_spacing": hold_spacing(lag, top.hazards == "stall") or 2,
+        "table_spacing": spacing or 2,
         "depth": depth,
         "pipelined": top.pipelined,
         "tick_period": tick_period(top.evict_after) if top.evict_after else 0,

@@ -54,7 +54,7 @@ from .nfa_core import (
 )
 from .partition import PipelinePartitioner, SinglePartition, TablePartitioner
 from .partition.table import DEPTH as TABLE_DEPTH
-from .partition.table import stall_spacing
+from .partition.table import hold_spacing, stall_spacing
 from .replica import Replica, small_die
 
 OUTPUT_FIFO_DEPTH = 16
@@ -288,7 +288,7 @@ class Top(wiring.Component):
         holds = lag or stall
         # (the tables say whether a key within their spacing shares the bucket: --hazards stall's, and
         # the three-cycle update's, the two keys before)
-        spaced = stall or lag == 2
+        spaced = hold_spacing(lag, stall) is not None
         hold = Signal() if holds else None
         # (the three-cycle update: a register stage between the framer and stage 2, `front`, which takes
         # each table's bucket of the key as it takes the tuple, so whether to hold the tuple is decided

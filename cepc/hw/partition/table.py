@@ -82,7 +82,7 @@ stage later again, and the older write's state is read from the LUT RAM at the l
 address decided at stage 2, registered, and copied from that register).
 
 With ``stall`` (``--hazards stall``) nothing is forwarded: the caller never injects a key of the
-bucket of any of the :func:`stall_spacing` keys before it (7, or 8 with ``lag``), so block RAM has
+bucket of any of the :func:`stall_spacing` keys before it (7, 8 with ``lag``, 9 with ``lag`` 2), so block RAM has
 taken their writes when the key's bucket is read, and the lookup's state and flags are block RAM's
 word alone. The caller learns it from ``conflict`` and ``conflict_held`` (the key two ahead's bucket,
 or the held one's, against the keys in flight) and holds the key as many cycles as it takes. The
