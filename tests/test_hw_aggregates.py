@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Elaboratable, Fragment, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.sim import Simulator
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +20,7 @@ from cepc.hw.decoder import PredicateDecoder
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import BEATS_MAX, Conditions, PartialMatchCore, TupleTerms
 from cepc.hw.partition.table import stall_spacing
+from cepc.hw.top import Top
 from cepc.lang import ast
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
@@ -672,9 +673,14 @@ def test_min_and_max_updates_take_their_compare_from_the_conditions():
     large, rise = q.nfa.labels.index("largeSize"), q.nfa.labels.index("priceRise")
     top = next(r for r, reg in enumerate(q.registers) if reg.func == "MAX")
     assert set(conds.beats) == {(p, top) for p in (large, rise)}
-    # (mshape's MAX(price), kept by five states, is compared in its update: BEATS_MAX)
+    # (mshape's MAX(price), kept by five states, is compared in its update: BEATS_MAX; with the
+    # three-cycle update, whose table computes the conditions once, among them for every state)
     mshape = lower(check(parse_file(ROOT / "examples" / "mshape" / "mshape.sql"))).queries[0]
     assert not Conditions(mshape).beats and len(conds.beats) <= BEATS_MAX
+    kept = {p for s in range(mshape.nfa.n_states) for p in mshape.nfa.predecessors[s]}
+    assert len(kept) > BEATS_MAX
+    assert set(Conditions(mshape, every_beat=True).beats) == {(p, 4) for p in kept} == {
+        (p, r) for p in kept for r, reg in enumerate(mshape.registers) if reg.func == "MAX"}
 
     def register(s, r):
         lo = q.nfa.n_states + s * q.register_width + sum(reg.width for reg in q.registers[:r])
@@ -713,3 +719,62 @@ def test_min_and_max_updates_take_their_compare_from_the_conditions():
     # priceRise turns on (above LAST(price)); its MAX(price) as the bit says: the compare's, or flipped
     assert seen[(600, 0)] == (1, 600) and seen[(600, 1)] == (1, 500)
     assert seen[(400, 0)] == (1, 500) and seen[(400, 1)] == (1, 400)
+
+
+@pytest.mark.parametrize("update_cycles, beats", [(2, 0), (3, 5)])
+def test_the_three_cycle_update_takes_every_min_and_max_compare_from_the_conditions(update_cycles, beats):
+    # The two-cycle update's table computes the conditions of every state it may pick, so mshape's
+    # MAX(price), kept by five states, is compared in its update (BEATS_MAX); the three-cycle update's
+    # computes them once, from the key's state, and the core takes all five compares from them
+    design = lower(check(parse_file(ROOT / "examples" / "mshape" / "mshape.sql")))
+    top = Top(design, bus_width=64, partitions=1024, partitioner="table", update_cycles=update_cycles)
+    m = top.elaborate(None)
+    core = m.submodules["mshape_nfa"]
+    top._MustUse__silence = True  # (elaborated by hand, to read its core)
+    Fragment.get(m, None)
+    assert core.given_cond and len(core.conditions.beats) == beats
+
+
+@pytest.mark.parametrize("example", ["finance/finance0/finance0.sql", "finance/finance2/finance2.sql",
+                                     "finance/finance5/finance5.sql", "mshape/mshape.sql"])
+def test_the_conditions_read_only_the_state_bits_they_name_and_compute_apart_by_group(example):
+    # The three-cycle update's table copies only Conditions.state_bits of the key's state for the
+    # conditions (the rest zero): the conditions of random states equal those of the same states
+    # with every other bit scrambled, and each range named is read (scrambling it changes some).
+    # It computes them by Conditions.groups, apart: the groups cover every bit once, and the OR of
+    # each group's alone is the whole
+    design = lower(check(parse_file(ROOT / "examples" / example)))
+    q, layout = design.queries[0], tuple_layout(design.tuple)
+    conds = Conditions(q, every_beat=True)
+    bits = conds.state_bits()
+    mask = sum(((1 << (hi - lo)) - 1) << lo for lo, hi in bits)
+    groups = conds.groups()
+    assert sorted(i for g in groups for i in g) == list(range(conds.width)) and len(groups) > 1
+    rng = random.Random(7)
+    m = Module()
+    state, other, raw = Signal(q.payload_width), Signal(q.payload_width), Signal(layout.size)
+    x = data.View(layout, raw)
+    a, b, apart = Signal(conds.width), Signal(conds.width), Signal(conds.width)
+    m.d.comb += [a.eq(conds.of(state, x)), b.eq(conds.of(other, x))]
+    whole = 0
+    for g in groups:
+        whole = whole | conds.of(state, x, only=g)
+    m.d.comb += apart.eq(whole)
+    differs = set()
+
+    async def bench(ctx):
+        for _ in range(300):
+            word = rng.getrandbits(q.payload_width)
+            ctx.set(raw, rng.getrandbits(layout.size))
+            ctx.set(state, word)
+            ctx.set(other, word & mask | rng.getrandbits(q.payload_width) & ~mask)
+            assert ctx.get(a) == ctx.get(b) == ctx.get(apart)
+            for i, (lo, hi) in enumerate(bits):  # (one range scrambled)
+                ctx.set(other, word ^ (rng.getrandbits(hi - lo) << lo))
+                if ctx.get(a) != ctx.get(b):
+                    differs.add(i)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert differs == set(range(len(bits)))

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..plan import (
     NfaPlan,
+    PAgg,
     PArith,
     PConst,
     PExpr,
@@ -32,7 +33,9 @@ COMPARE_CARRY = 16
 # at seed 1; with the sliced orderings too 124.4, and 126.4 without the two (within one seed's placement
 # noise: bench/results/synth.md). mshape's five made its routing far slower (42,624 of 97,032 arcs left
 # after 43 minutes of routing, where its whole place and route had taken 23), and finance5's four gained
-# nothing (104.5 → 105.2 MHz at seed 1, 18 % more LUT4s).
+# nothing (104.5 → 105.2 MHz at seed 1, 18 % more LUT4s). With the three-cycle update the conditions
+# are computed once, from the key's state picked, so every MIN's and MAX's compare is among them
+# (``every_beat``): none is left in the update loop.
 BEATS_MAX = 2
 
 
@@ -277,9 +280,10 @@ class TupleInputs:
         self.width = max(1, sum(self.widths) + (self.terms.width if carried else 0))
 
     @classmethod
-    def for_conditions(cls, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool) -> TupleInputs:
+    def for_conditions(cls, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool, *,
+                       every_beat: bool = False) -> TupleInputs:
         terms = TupleTerms(query, tuple_layout).exprs if carried else ()
-        return cls(query, tuple_layout, Conditions(query).fields_read(terms), carried)
+        return cls(query, tuple_layout, Conditions(query, every_beat=every_beat).fields_read(terms), carried)
 
     @classmethod
     def for_updates(cls, query: QueryPlan, tuple_layout: data.StructLayout, carried: bool) -> TupleInputs:
@@ -376,7 +380,8 @@ class Conditions:
     COUNT bound the pattern does not keep, whether p's match is full (``full``); and per pair of
     predecessors of one state, whether the first's partial match is kept before the second's
     (``before``); per predecessor p and MIN or MAX register r, whether the tuple's value beats p's
-    (``beats``: the compare of r's update).
+    (``beats``: the compare of r's update). Those of at most :data:`BEATS_MAX` pairs, or with
+    ``every_beat`` (the conditions computed once, not for each state the table may pick) every pair.
 
     They are what makes the update deep: comparators over the tuple and the registers. Given them,
     the rest (which candidate wins, its registers) is a few gates and a multiplexer (and a COUNT's
@@ -386,7 +391,7 @@ class Conditions:
     ``lookahead``) from each candidate of its update, picked as the candidates are.
     """
 
-    def __init__(self, query: QueryPlan):
+    def __init__(self, query: QueryPlan, *, every_beat: bool = False):
         q, nfa = query, query.nfa
         self._q = q
         self.holds: dict[tuple[int, int], int] = {}
@@ -411,7 +416,7 @@ class Conditions:
                         n += 1
         sources = sorted({p for s in range(nfa.n_states) for p in nfa.predecessors[s]})
         extremes = [r for r, reg in enumerate(q.registers) if reg.func in ("MIN", "MAX")]
-        if len(sources) * len(extremes) > BEATS_MAX:  # (compared in the update instead: BEATS_MAX)
+        if len(sources) * len(extremes) > BEATS_MAX and not every_beat:  # (compared in the update instead)
             extremes = []
         for p in sources:
             if q.within is not None:
@@ -445,30 +450,69 @@ class Conditions:
                 field(reg.field)
         return names
 
-    def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None) -> Value:
+    def state_bits(self) -> list[tuple[int, int]]:
+        """The bits of a partition state (a payload) the conditions read, as ``[lo, hi)`` ranges in
+        order: the registers :meth:`of` compares (never the state vector)."""
+        q, reads = self._q, set()
+
+        def aggregates(e: PExpr):
+            return [e.register] if isinstance(e, PAgg) else [r for c in children(e) for r in aggregates(c)]
+
+        for s, p in self.holds:
+            reads |= {(p, r) for r in aggregates(q.predicates[q.nfa.pred[s]].expr)}
+        reads |= {(p, q.start_time_register) for p in self.extend}
+        reads |= {(p, self.count) for p in self.full}
+        reads |= {(c, q.order_register) for pair in self.before for c in pair}
+        reads |= set(self.beats)
+        offsets = [sum(reg.width for reg in q.registers[:r]) for r in range(len(q.registers))]
+        return [(lo, lo + q.registers[r].width) for p, r in sorted(reads)
+                for lo in [q.nfa.n_states + p * q.register_width + offsets[r]]]
+
+    def groups(self) -> list[list[int]]:
+        """The conditions' bits in groups by where the update reads them: per state, the edges into it
+        (``holds``, which its choice of candidate reads); per predecessor, WITHIN's, the count bound's and
+        its MIN's and MAX's (``extend``, ``full``, ``beats``, which its candidates read); and the orders
+        (``before``). A group computed apart from the others shares no comparator with them."""
+        out: dict[tuple, list[int]] = {}
+        for (s, _), i in self.holds.items():
+            out.setdefault(("holds", s), []).append(i)
+        for kind in (self.extend, self.full):
+            for p, i in kind.items():
+                out.setdefault(("of", p), []).append(i)
+        for (p, _), i in self.beats.items():
+            out.setdefault(("of", p), []).append(i)
+        for i in self.before.values():
+            out.setdefault(("before",), []).append(i)
+        return list(out.values())
+
+    def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None,
+           only: list[int] | None = None) -> Value:
         """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_`` (and
-        its :class:`TupleTerms`, if given: ``known``)."""
+        its :class:`TupleTerms`, if given: ``known``); with ``only``, those bits alone (the rest zero)."""
         q = self._q
         old = _registers(q, state)
 
         def field(name):
             return field_of(tuple_, name)
 
+        def wanted(items):
+            return [(k, i) for k, i in items.items() if only is None or i in only]
+
         bits: list[Value] = [Const(0)] * self.width
         builders = {}
-        for (s, p), i in self.holds.items():
+        for (s, p), i in wanted(self.holds):
             if p not in builders:
                 builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known, chunk=COMPARE_CARRY)
             bits[i] = builders[p].truth(q.predicates[q.nfa.pred[s]].expr)
-        if self.extend:
+        if wanted(self.extend):
             since = ExprBuilder(field, None, known).value(window_start(q))
-        for p, i in self.extend.items():
+        for p, i in wanted(self.extend):
             bits[i] = ordered(">=", old[p][q.start_time_register], since, COMPARE_CARRY)
-        for p, i in self.full.items():
+        for p, i in wanted(self.full):
             bits[i] = old[p][self.count] == q.max_length
-        for (a, b), i in self.before.items():
+        for (a, b), i in wanted(self.before):
             bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register], COMPARE_CARRY)
-        for (p, r), i in self.beats.items():
+        for (p, r), i in wanted(self.beats):
             bits[i] = _beats(q.registers[r], _source(q.registers[r], field, known), old[p][r], COMPARE_CARRY)
         return Cat(*bits) if bits else Const(0, 1)
 
@@ -507,16 +551,19 @@ class PartialMatchCore(wiring.Component):
     rather than a comparator, the choice, and a multiplexer.
 
     With ``given_cond`` alone the core takes ``cond`` and looks nowhere ahead: the table's two-cycle
-    update computes the conditions of every state it may pick, its newest write's among them.
+    update computes the conditions of every state it may pick, its newest write's among them. With
+    ``every_beat`` too (the three-cycle update: the table computes them once, from the state picked)
+    every MIN's and MAX's compare is among them (:class:`Conditions`).
     """
 
     def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, lookahead: bool = False,
-                 carried_terms: bool = False, given_cond: bool = False, update_inputs: TupleInputs | None = None):
+                 carried_terms: bool = False, given_cond: bool = False, update_inputs: TupleInputs | None = None,
+                 every_beat: bool = False):
         if not query.tracks_matches:
             raise ValueError(f"query {query.name} keeps no partial-match registers; use NfaCore")
         self._q = query
         self._layout = tuple_layout
-        self.conditions = Conditions(query)
+        self.conditions = Conditions(query, every_beat=every_beat and given_cond and not lookahead)
         self.lookahead = lookahead and self.conditions.width > 0
         self.given_cond = (lookahead or given_cond) and self.conditions.width > 0
         self.tuple_terms = TupleTerms(query, tuple_layout)

@@ -108,9 +108,10 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
     expiry, window = within_expiry(q, tup) if q.within is not None else (None, 0)
     lookahead = {}
     if core is not None and core.given_cond:
-        lookahead = {"conditions": lambda state, packed: core.conditions.of(state, *inputs.unpack(packed)),
-                     "cond_width": core.conditions.width,
-                     "cond_in_width": inputs.width}
+        lookahead = {"conditions": lambda state, packed, only=None: core.conditions.of(state, *inputs.unpack(packed),
+                                                                                     only=only),
+                     "cond_width": core.conditions.width, "cond_in_width": inputs.width,
+                     "cond_bits": core.conditions.state_bits(), "cond_groups": core.conditions.groups()}
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, window=window, early_key=2,
@@ -443,9 +444,11 @@ class Top(wiring.Component):
                 # terms, one per state they extend, registered from the stage before: TupleInputs)
                 inputs = TupleInputs.for_updates(q, self.tuple_layout, line is not None) \
                     if lag and q.key_fields and not small_die(platform) else None
+                # (the three-cycle update: the table computes the conditions once, every MIN's and MAX's
+                # compare among them)
                 core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead and not lag,
                                         given_cond=bool(q.key_fields) and looks_ahead, carried_terms=line is not None,
-                                        update_inputs=inputs)
+                                        update_inputs=inputs, every_beat=lag == 2)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if inputs is not None:
                     tuple4 = Signal(self.tuple_layout, name=f"{qname}_tuple{3 + lag}")
@@ -478,7 +481,7 @@ class Top(wiring.Component):
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
-                    inputs = TupleInputs.for_conditions(q, self.tuple_layout, line is not None) \
+                    inputs = TupleInputs.for_conditions(q, self.tuple_layout, line is not None, every_beat=lag == 2) \
                         if q.tracks_matches else None
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
                                              core if q.tracks_matches else None, inputs, lag=lag, stall=stall)

@@ -224,7 +224,8 @@ class TablePartitioner(wiring.Component):
                  ways: int | None = None, evict_after: int | None = None, expiry_width: int | None = None,
                  window: int | None = None, early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
-                 cond_in_width: int = 1, relay: bool = False, lag: int = 0, stall: bool = False,
+                 cond_in_width: int = 1, cond_bits: list[tuple[int, int]] | None = None,
+                 cond_groups: list[list[int]] | None = None, relay: bool = False, lag: int = 0, stall: bool = False,
                  given_index: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
@@ -289,6 +290,14 @@ class TablePartitioner(wiring.Component):
         # large die a copy for each state whose conditions are computed (a Replica beside them)
         self._conditions = conditions if cond_width else None
         self.cond_width = cond_width if conditions else 0
+        # ``cond_bits``: the bits of a state the conditions read (``[lo, hi)`` ranges: Conditions.state_bits).
+        # With lag 2 on a large die they read a copy of those bits of their own, registered beside the
+        # key's state at stage 5 (the rest of the state stays in that register alone)
+        self._cond_bits = cond_bits
+        # ``cond_groups``: the conditions' bits in groups (Conditions.groups; ``conditions(state, inputs,
+        # only)`` computes a group's). With lag 2 on a large die each group is computed apart, from a
+        # copy of the tuple's inputs of its own, so no comparator is shared across groups
+        self._cond_groups = cond_groups
         # ``lag``: the two-cycle update. The lookup's results are registered (stage 5, ``depth`` 5) and the
         # caller's next state is taken a stage later, so the update loop has two registers: the lookup's
         # pick into stage 5, the caller's update from there into the write. A key's write then reaches
@@ -436,10 +445,16 @@ class TablePartitioner(wiring.Component):
             """The conditions of ``state`` for the tuple at ``stage`` (2 to 4; 5 with lag 2)."""
             if not copies:
                 return self._conditions(state, cond_in_at[stage])
-            cond_uses[0] += 1
-            copy = m.submodules[f"{Replica.PREFIX}cond_in{stage}_{cond_uses[0]}"] = Replica(len(self.cond_in))
-            m.d.comb += [copy.d.eq(cond_in_at[stage - 1]), copy.en.eq(self.en)]
-            return self._conditions(state, copy.q)
+            out = Const(0, self.cond_width)
+            # (lag 2: each group of bits apart, as the update reads them, so that a comparator shared
+            # by two is not placed far from one of them: finance5, mshape and finance0 at 34fac55, a
+            # 1.3–2.6 ns route from one condition's compare into another's register)
+            for only in self._cond_groups if stage == 5 and self._cond_groups else [None]:
+                cond_uses[0] += 1
+                copy = m.submodules[f"{Replica.PREFIX}cond_in{stage}_{cond_uses[0]}"] = Replica(len(self.cond_in))
+                m.d.comb += [copy.d.eq(cond_in_at[stage - 1]), copy.en.eq(self.en)]
+                out = out | (self._conditions(state, copy.q) if only is None else self._conditions(state, copy.q, only))
+            return out
         # Many banks span much of the die: the write then reaches them through a copy per group of
         # banks, and block RAM takes it a cycle later (one more write to forward)
         # With `relay` (a long update loop: a partial-match core's), so do a few banks: w0, the loop's
@@ -575,6 +590,10 @@ class TablePartitioner(wiring.Component):
         # beside the bank with a copy of the key's tag, as block RAM's word is registered. The lookup's
         # picks then AND flags from flip-flops: finance0's critical path with the two-cycle update
         # was the tag compare at stage 3 (9.0 ns: 1.7 ns of logic, a 2.6 ns route into `pick4_way0`).
+        # It is registered in chunks of COMPARE_CHUNK bits, joined at stage 3: from block RAM's output
+        # register the whole compare was then finance0's critical path with the three-cycle update
+        # (7.0–8.1 ns at nextpnr's seeds 1–3: 0.96 ns of clock-to-out, a 2.7–3.4 ns route from block RAM,
+        # three levels of LUTs)
         bank_tags = [] if copies and self.lag and self.tag_width else None
         key_copies = []
         for b in range(self.banks):
@@ -606,12 +625,15 @@ class TablePartitioner(wiring.Component):
                     key = way_copy("key", b, w, self.tag_width)
                     m.d.comb += key.en.eq(en)
                     key_copies.append(key)
-                    t = Signal(name=f"bank{b}_way{w}_tagged", reset_less=True)
+                    tag = fields(Cat(*read))[1]
+                    parts = [tag[c:c + COMPARE_CHUNK] == key.q[c:c + COMPARE_CHUNK]
+                             for c in range(0, self.tag_width, COMPARE_CHUNK)]
+                    t = Signal(len(parts), name=f"bank{b}_way{w}_tagged", reset_less=True)
                     with m.If(clear):
                         m.d.sync += t.eq(0)
                     with m.Elif(en):
-                        m.d.sync += t.eq(fields(Cat(*read))[1] == key.q)
-                    bank_tags.append(t)
+                        m.d.sync += t.eq(Cat(*parts))
+                    bank_tags.append(t.all())
                 row.append(q)
             bank_q.append(row)
             bank_used.append(row_used)
@@ -1054,11 +1076,24 @@ class TablePartitioner(wiring.Component):
             return reg
         stamp = epoch
         vw_, kw_, iw_ = v4, k4, i4
+        cond_state = None  # (lag 2) the state the conditions read at stage 5, if not `state5`
         for stage, (v, k, i) in zip((5, 6), ((v5, k5, i5), (v6, k6, i6))[:self.lag]):
             if stage == 5 and cands:
                 cond_out = staged(cond_out, "cond5")
+            elif stage == 5 and cw:
+                if copies and self._cond_bits:
+                    # on a large die, a copy of the bits they read (a Replica: kept apart from `state5`),
+                    # so the comparators and `cond6` are placed by what they read, not by the whole state
+                    # (finance0 at 34fac55: `cond_in5`'s copy through a compare into `cond6`, 7.1 ns,
+                    # 5.6 ns of it routes); the bits not read are zero there
+                    read = m.submodules[f"{Replica.PREFIX}cond_state5"] = Replica(sum(hi - lo for lo, hi in self._cond_bits))
+                    m.d.comb += [read.d.eq(Cat(*(state_out[lo:hi] for lo, hi in self._cond_bits))), read.en.eq(self.en)]
+                    cond_state, at = Signal(sw, name="cond_state5"), 0
+                    for lo, hi in self._cond_bits:
+                        m.d.comb += cond_state[lo:hi].eq(read.q[at:at + hi - lo])
+                        at += hi - lo
             elif stage == 6 and cw:
-                cond_out = staged(conditions_at(state_out, 5), "cond6")
+                cond_out = staged(conditions_at(state_out if cond_state is None else cond_state, 5), "cond6")
             hit, free = staged(hit, f"hit{stage}"), staged(free, f"free{stage}")
             hits = [staged(h, f"hit{stage}_way{w}") for w, h in enumerate(hits)]
             alloc = [staged(a, f"alloc{stage}_way{w}") for w, a in enumerate(alloc)]
