@@ -19,7 +19,7 @@ from cepc import events
 from cepc.hw.decoder import PredicateDecoder
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import BEATS_MAX, Conditions, PartialMatchCore, TupleTerms
-from cepc.hw.partition.table import stall_spacing
+from cepc.hw.partition.table import GROUPED_INPUT_BITS, stall_spacing
 from cepc.hw.top import Top
 from cepc.lang import ast
 from cepc.lang.check import check
@@ -778,3 +778,24 @@ def test_the_conditions_read_only_the_state_bits_they_name_and_compute_apart_by_
     sim.add_testbench(bench)
     sim.run()
     assert differs == set(range(len(bits)))
+
+
+@pytest.mark.parametrize("example, copies", [("mshape/mshape.sql", 11), ("finance/finance5/finance5.sql", 5),
+                                             ("finance/finance2/finance2.sql", 1)])
+def test_the_three_cycle_update_computes_the_conditions_in_groups_where_their_copies_are_few(example, copies):
+    # On a large die a group of conditions each, from a copy of the tuple's inputs of its own (mshape's
+    # eleven groups: 11 × 32 bits), while those copies take at most GROUPED_INPUT_BITS flip-flops: not
+    # finance2's nine groups of 223 bits, computed together from one copy
+    design = lower(check(parse_file(ROOT / "examples" / example)))
+    top = Top(design, bus_width=64, partitions=1024, partitioner="table", update_cycles=3)
+    m = top.elaborate(None)
+    top._MustUse__silence = True  # (elaborated by hand, to read its table)
+    table = m.submodules[f"{design.queries[0].name}_partitioner"]
+    parts = table.elaborate(None)
+    table._MustUse__silence = True
+    names = [name for name in parts._named_submodules if name.startswith("replica_cond_in5")]
+    assert len(names) == copies
+    conds = Conditions(design.queries[0], every_beat=True)
+    assert (len(conds.groups()) * len(table.cond_in) <= GROUPED_INPUT_BITS) == (copies > 1)
+    Fragment.get(m, None)
+    Fragment.get(parts, None)

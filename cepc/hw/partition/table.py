@@ -74,7 +74,9 @@ bucket), and the newest write's conditions are computed at the lookup from its s
 
 With ``lag`` 2 (the three-cycle update) the lookup's results are registered again at a sixth stage,
 and the conditions (``out_cond``) are computed between the two, once, from the key's state picked:
-none is computed for the states the lookup may pick. The write of a key reaches the lookup of the key
+none is computed for the states the lookup may pick. (On a large die, in groups, each from copies of its
+own of the tuple's inputs (up to :data:`GROUPED_INPUT_BITS`), and all from a copy of the bits of the
+state they read: ``cond_groups``, ``cond_bits``.) The write of a key reaches the lookup of the key
 three behind it, so the caller never injects a key of the bucket of either of the two before it
 (``adjacent``, and ``conflict`` as with ``stall`` at a spacing of 2; ``given_index``: the caller gives
 ``next_key``'s bucket from a register, so those compares follow no hash). Each write is forwarded a
@@ -113,6 +115,11 @@ FORWARD = DEPTH + 2
 # this many banks, and block RAM takes it a cycle later: FORWARD + 1 writes to forward
 GROUP_BANKS = 8
 COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits per registered chunk
+# With the three-cycle update on a large die, the conditions are computed in groups, each from a copy of
+# the tuple's inputs of its own, where those copies take at most this many flip-flops in all: finance0's
+# 160, mshape's 352 and finance5's 905 (1.02–1.09× on the mean of nextpnr's seeds 1–3), not finance2's
+# 2,007, which was slower (72.7 and 81.8 MHz at seeds 1 and 2 against 86.7 and 95.5: bench/results/synth.md)
+GROUPED_INPUT_BITS = 1024
 # on a large die, the state's select lines (which write or way is the key's): a copy per this many
 # bits of a wide state (a partial-match core's, 1,062 bits for mshape), so no select reaches them all;
 # and with the two-cycle update, the older write's state: a LUT RAM and its read address per this many
@@ -296,7 +303,8 @@ class TablePartitioner(wiring.Component):
         self._cond_bits = cond_bits
         # ``cond_groups``: the conditions' bits in groups (Conditions.groups; ``conditions(state, inputs,
         # only)`` computes a group's). With lag 2 on a large die each group is computed apart, from a
-        # copy of the tuple's inputs of its own, so no comparator is shared across groups
+        # copy of the tuple's inputs of its own, so no comparator is shared across groups (where those
+        # copies take at most GROUPED_INPUT_BITS flip-flops)
         self._cond_groups = cond_groups
         # ``lag``: the two-cycle update. The lookup's results are registered (stage 5, ``depth`` 5) and the
         # caller's next state is taken a stage later, so the update loop has two registers: the lookup's
@@ -449,7 +457,9 @@ class TablePartitioner(wiring.Component):
             # (lag 2: each group of bits apart, as the update reads them, so that a comparator shared
             # by two is not placed far from one of them: finance5, mshape and finance0 at 34fac55, a
             # 1.3–2.6 ns route from one condition's compare into another's register)
-            for only in self._cond_groups if stage == 5 and self._cond_groups else [None]:
+            grouped = stage == 5 and self._cond_groups and \
+                len(self._cond_groups) * len(self.cond_in) <= GROUPED_INPUT_BITS
+            for only in self._cond_groups if grouped else [None]:
                 cond_uses[0] += 1
                 copy = m.submodules[f"{Replica.PREFIX}cond_in{stage}_{cond_uses[0]}"] = Replica(len(self.cond_in))
                 m.d.comb += [copy.d.eq(cond_in_at[stage - 1]), copy.en.eq(self.en)]
@@ -591,9 +601,9 @@ class TablePartitioner(wiring.Component):
         # picks then AND flags from flip-flops: finance0's critical path with the two-cycle update
         # was the tag compare at stage 3 (9.0 ns: 1.7 ns of logic, a 2.6 ns route into `pick4_way0`).
         # It is registered in chunks of COMPARE_CHUNK bits, joined at stage 3: from block RAM's output
-        # register the whole compare was then finance0's critical path with the three-cycle update
-        # (7.0–8.1 ns at nextpnr's seeds 1–3: 0.96 ns of clock-to-out, a 2.7–3.4 ns route from block RAM,
-        # three levels of LUTs)
+        # register the whole compare was finance0's critical path once the three-cycle update's
+        # conditions read copies of their own (7.0–8.1 ns at nextpnr's seeds 1–3: 0.96 ns of
+        # clock-to-out, a 2.7–3.4 ns route from block RAM, three levels of LUTs)
         bank_tags = [] if copies and self.lag and self.tag_width else None
         key_copies = []
         for b in range(self.banks):
