@@ -119,15 +119,20 @@ def packed_registers(q: QueryPlan, payload: Value, s: int) -> Value:
     return payload[lo:lo + q.register_width]
 
 
+def register_bits(q: QueryPlan, s: int, r: int) -> tuple[int, int]:
+    """Where NFA state s's register r is in a partition's payload: bits ``[lo, hi)``."""
+    lo = q.nfa.n_states + s * q.register_width + sum(reg.width for reg in q.registers[:r])
+    return lo, lo + q.registers[r].width
+
+
 def _registers(q: QueryPlan, payload: Value) -> list[list[Value]]:
     """Each NFA state's registers in a partition's payload, as values of their shapes."""
     out = []
     for s in range(q.nfa.n_states):
-        packed, row, lo = packed_registers(q, payload, s), [], 0
-        for reg in q.registers:
-            v = packed[lo:lo + reg.width]
+        row = []
+        for r, reg in enumerate(q.registers):
+            v = payload[slice(*register_bits(q, s, r))]
             row.append(v.as_signed() if reg.signed else v)
-            lo += reg.width
         out.append(row)
     return out
 
@@ -464,9 +469,7 @@ class Conditions:
         reads |= {(p, self.count) for p in self.full}
         reads |= {(c, q.order_register) for pair in self.before for c in pair}
         reads |= set(self.beats)
-        offsets = [sum(reg.width for reg in q.registers[:r]) for r in range(len(q.registers))]
-        return [(lo, lo + q.registers[r].width) for p, r in sorted(reads)
-                for lo in [q.nfa.n_states + p * q.register_width + offsets[r]]]
+        return [register_bits(q, p, r) for p, r in sorted(reads)]
 
     def groups(self) -> list[list[int]]:
         """The conditions' bits in groups by where the update reads them: per state, the edges into it

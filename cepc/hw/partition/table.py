@@ -305,7 +305,8 @@ class TablePartitioner(wiring.Component):
         # only)`` computes a group's). With lag 2 on a large die each group is computed apart, from a
         # copy of the tuple's inputs of its own, so no comparator is shared across groups (where those
         # copies take at most GROUPED_INPUT_BITS flip-flops)
-        self._cond_groups = cond_groups
+        self._cond_groups = cond_groups if cond_groups and len(cond_groups) * cond_in_width <= GROUPED_INPUT_BITS \
+            else None
         # ``lag``: the two-cycle update. The lookup's results are registered (stage 5, ``depth`` 5) and the
         # caller's next state is taken a stage later, so the update loop has two registers: the lookup's
         # pick into stage 5, the caller's update from there into the write. A key's write then reaches
@@ -457,9 +458,7 @@ class TablePartitioner(wiring.Component):
             # (lag 2: each group of bits apart, as the update reads them, so that a comparator shared
             # by two is not placed far from one of them: finance5, mshape and finance0 at 34fac55, a
             # 1.3–2.6 ns route from one condition's compare into another's register)
-            grouped = stage == 5 and self._cond_groups and \
-                len(self._cond_groups) * len(self.cond_in) <= GROUPED_INPUT_BITS
-            for only in self._cond_groups if grouped else [None]:
+            for only in self._cond_groups if stage == 5 and self._cond_groups else [None]:
                 cond_uses[0] += 1
                 copy = m.submodules[f"{Replica.PREFIX}cond_in{stage}_{cond_uses[0]}"] = Replica(len(self.cond_in))
                 m.d.comb += [copy.d.eq(cond_in_at[stage - 1]), copy.en.eq(self.en)]
