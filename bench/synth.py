@@ -47,7 +47,7 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
             fastest: bool = False) -> dict:
     checked = check(parse_file(ROOT / EXAMPLES[example]))
     opts = flow.SynthOptions(board=board, out_dir=build / board / (example if hdl == "verilog" else f"{example}-{hdl}"),
-                             seed=seed, allow_timing_fail=True, pack=False, partitions=partitions, router=router,
+                             seeds=(seed,), allow_timing_fail=True, pack=False, partitions=partitions, router=router,
                              placer=placer, hdl=hdl, hazards=hazards, fastest=fastest)
     t0 = time.perf_counter()
     steps = []

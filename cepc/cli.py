@@ -222,6 +222,22 @@ def _freq(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"a clock in MHz or max, not {text!r}") from None
 
 
+def _seeds(text: str) -> tuple[int, ...]:
+    """--seed: a seed, or several (``1,2,3``, ``1-5``, ``1-3,7``), each tried once, in order."""
+    seeds = []
+    for part in text.split(","):
+        bounds = part.strip().split("-")
+        try:
+            low, high = int(bounds[0]), int(bounds[-1])
+        except ValueError:
+            low = high = None
+        if low is None or len(bounds) > 2 or low < 0 or high < low:
+            raise argparse.ArgumentTypeError(f"a seed (a whole number from 0), or seeds such as 1,2,3 or 1-5, "
+                                             f"not {text!r}")
+        seeds += [s for s in range(low, high + 1) if s not in seeds]
+    return tuple(seeds)
+
+
 def cmd_synth(args) -> int:
     import json
 
@@ -236,7 +252,7 @@ def cmd_synth(args) -> int:
                              freq_mhz=None if fastest else args.freq, fastest=fastest,
                              baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
                              ways=_ways(args.ways), evict_after=args.evict_after,
-                             max_length=args.max_match_length, seed=args.seed, router=args.router, placer=args.placer,
+                             max_length=args.max_match_length, seeds=args.seed, router=args.router, placer=args.placer,
                              allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles,
                              hazards=args.hazards, hdl=args.hdl)
     t0 = time.perf_counter()
@@ -273,6 +289,9 @@ def _print_synth(console, s: dict, args) -> None:
     console.print(f"  {s['tuples_per_cycle']:g} tuple/cycle: {s['tuples_per_second_at_fmax'] or 0:,} tuples/s at Fmax, "
                   f"{s['tuples_per_second_at_clock']:,} at the clock; the UART carries {s['tuples_per_second_uart']:,}",
                   highlight=False)
+    if s.get("seeds"):
+        from .synth.flow import seeds_text
+        console.print(f"  nextpnr seeds {seeds_text(s['seeds'], o['seed'])}", highlight=False)
     if s["bitstream"]:
         builds = s.get("freq_builds") or [{"seconds": sum(s["seconds"].values())}]  # (--freq max: every build's)
         console.print(f"bitstream {s['bitstream']} ({sum(b['seconds'] for b in builds):.0f} s)"
@@ -506,7 +525,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="the design's source: Amaranth's (verilog), or the VHDL back end's, synthesised by "
                         "GHDL before Yosys maps it (vhdl); the host link is Amaranth's either way "
                         "(default: verilog)")
-    c.add_argument("--seed", type=int, metavar="S", default=1, help="nextpnr placement seed (default: 1)")
+    c.add_argument("--seed", type=_seeds, metavar="S", default=(1,),
+                   help="nextpnr's placement seed, or several (1,2,3 or 1-5): placed and routed at each in turn, "
+                        "on the same netlist, until one meets the clock; the first that meets it is kept, else "
+                        "the fastest (default: 1)")
     c.add_argument("--router", choices=ROUTER_CHOICES, default="auto",
                    help="nextpnr's router; auto: router1 (on the ECP5-85F it beat router2 on every seed, "
                         "marathon and network); router2: timing-driven, with --tmg-ripup, stopped with an error "

@@ -161,6 +161,39 @@ def test_freq_max_builds_again_below_what_the_clock_reached(tmp_path):
         assert notes[-1].startswith(f"note: --freq max: timing met at {last['target_mhz']:g} MHz, build {len(builds)}")
 
 
+def test_several_seeds_are_placed_in_turn_and_the_fastest_kept(tmp_path, capsys):
+    # marathon's two pipeline partitions on the UP5K at 100.5 MHz, a clock it does not reach: nextpnr
+    # places and routes the one netlist at seeds 1 and 2, and the faster placement is kept, its files
+    # where the user looks; each seed's stays in seeds/S
+    out = tmp_path / "build"
+    rc = main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "icebreaker",
+               "--partitioner", "pipeline", "--partitions", "2", "--freq", "100", "--seed", "1-2", "-o", str(out),
+               "--report", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    r = json.loads((tmp_path / "r.json").read_text())
+    runs = r["seeds"]
+    assert [run["seed"] for run in runs] == [1, 2] and not any(run["met"] for run in runs)
+    kept = max(runs, key=lambda run: run["achieved_mhz"])
+    assert r["options"]["seed"] == kept["seed"] and r["clocks"][0]["achieved_mhz"] == kept["achieved_mhz"]
+    for run in runs:  # each seed's own report, kept
+        seed_report = json.loads((out / "seeds" / str(run["seed"]) / "nextpnr-report.json").read_text())
+        assert round(max(seed_report["fmax"].values(), key=lambda c: c["constraint"])["achieved"], 2) == \
+            run["achieved_mhz"]
+    assert (out / "nextpnr-report.json").read_bytes() == \
+        (out / "seeds" / str(kept["seed"]) / "nextpnr-report.json").read_bytes()
+    assert (out / "cepc_board.asc").read_bytes() == (out / "seeds" / str(kept["seed"]) / "cepc_board.asc").read_bytes()
+    assert "note: nextpnr seed 1: timing missed (the design's clock reached" in err
+    assert f"nextpnr seeds {flow_seeds_text(runs, kept['seed'])}" in err
+    assert f"; at nextpnr's seeds {flow_seeds_text(runs, kept['seed'])}; lower --freq" in " ".join(err.split())
+    assert (out / "yosys.log").read_text().count("Executing SYNTH_ICE40 pass") == 1  # one netlist
+
+
+def flow_seeds_text(runs, kept):
+    from cepc.synth.flow import seeds_text
+    return seeds_text(runs, kept)
+
+
 def test_freq_is_a_clock_or_max(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "icebreaker",

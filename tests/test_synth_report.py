@@ -454,3 +454,91 @@ def test_no_clock_is_suggested_below_the_host_links(tmp_path, monkeypatch):
     with pytest.raises(TimingError) as e:
         flow.check_timing(result)
     assert "; lower --freq (the bitstream was not written" in str(e.value)
+
+
+def sweep(tmp_path, reach, seeds=(1, 2, 3)):
+    """--seed's sweep over ``seeds``, each placement's design clock reaching ``reach[seed]`` MHz of
+    51 (None: nextpnr could not place it): the real iCE40 report, its clock replaced, and each seed's
+    files written as nextpnr would write them."""
+    report, stat = load("ice40_marathon")
+    tried = []
+
+    def route(seed):
+        tried.append(seed)
+        (tmp_path / "cepc_board.asc").write_text(f"placement {seed}")
+        (tmp_path / "nextpnr.log").write_text(f"log {seed}")
+        if reach[seed] is None:
+            raise FitError(f"nextpnr could not place the design on iCE40UP5K with --seed {seed}", bel="ICESTORM_LC")
+        r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
+        r.clocks[:] = [rep.ClockTiming(r.clocks[0].name, reach[seed], 51.0)]
+        return flow.Routed(seed, r, None, False)
+
+    notes = []
+    best, runs = flow.sweep_seeds(seeds, route, tmp_path, ["cepc_board.asc", "nextpnr.log"], notes.append)
+    return best, runs, tried, notes
+
+
+def test_seeds_are_tried_until_one_meets_the_clock(tmp_path):
+    best, runs, tried, notes = sweep(tmp_path, {1: 48.2, 2: 52.7, 3: 60.0})
+    assert tried == [1, 2] and best.seed == 2 and best.report.timing_met  # (seed 3 never placed)
+    assert [(r["seed"], r["achieved_mhz"], r["met"]) for r in runs] == [(1, 48.2, False), (2, 52.7, True)]
+    assert runs[0]["critical_path"] == best.report.critical_paths[0].summary()
+    assert "note: nextpnr seed 1: timing missed (the design's clock reached 48.2 of 51 MHz); placing and " \
+           "routing again at seed 2" in notes
+    assert flow.seeds_text(runs, best.seed) == "1: 48.2 MHz, 2: 52.7 MHz (kept)"
+    assert (tmp_path / "cepc_board.asc").read_text() == "placement 2"
+    assert (tmp_path / "seeds" / "1" / "cepc_board.asc").read_text() == "placement 1"
+
+
+def test_where_no_seed_meets_the_clock_the_fastest_is_kept_with_its_files(tmp_path):
+    best, runs, tried, notes = sweep(tmp_path, {1: 44.0, 2: 47.5, 3: 45.1})
+    assert tried == [1, 2, 3] and best.seed == 2 and not best.report.timing_met
+    # the kept placement's files are back where the packer and the user look, not the last seed's
+    assert (tmp_path / "cepc_board.asc").read_text() == "placement 2"
+    assert (tmp_path / "nextpnr.log").read_text() == "log 2"
+    assert sorted(p.name for p in (tmp_path / "seeds").iterdir()) == ["1", "2", "3"]
+    assert flow.seeds_text(runs, best.seed) == "1: 44.0 MHz, 2: 47.5 MHz (kept), 3: 45.1 MHz"
+
+
+def test_a_seed_nextpnr_cannot_place_is_passed_over(tmp_path):
+    best, runs, tried, notes = sweep(tmp_path, {1: None, 2: 49.0, 3: None})
+    assert tried == [1, 2, 3] and best.seed == 2
+    assert runs[0] == {"seed": 1, "error": "nextpnr could not place the design on iCE40UP5K with --seed 1"}
+    assert "note: nextpnr seed 1: nextpnr could not place the design on iCE40UP5K with --seed 1" in notes
+    assert flow.seeds_text(runs, best.seed) == "1: failed, 2: 49.0 MHz (kept), 3: failed"
+    assert not (tmp_path / "seeds" / "1").exists() and (tmp_path / "cepc_board.asc").read_text() == "placement 2"
+    with pytest.raises(FitError, match="with --seed 1$"):  # none placed: the first seed's error
+        sweep(tmp_path, {1: None, 2: None, 3: None})
+
+
+def test_one_seed_is_placed_as_it_always_was(tmp_path):
+    best, runs, tried, notes = sweep(tmp_path, {4: 44.0}, seeds=(4,))
+    assert tried == [4] and best.seed == 4 and runs == [] and notes == []
+    assert not (tmp_path / "seeds").exists()
+    with pytest.raises(FitError):
+        sweep(tmp_path, {4: None}, seeds=(4,))
+
+
+def test_the_timing_error_gives_every_seed_tried():
+    report, stat = load("ice40_marathon")
+    r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
+    r.clocks[:] = [rep.ClockTiming(r.clocks[0].name, 47.5, 51.0)]
+    runs = [{"seed": 1, "achieved_mhz": 44.0}, {"seed": 2, "achieved_mhz": 47.5}, {"seed": 3, "error": "x"}]
+    with pytest.raises(TimingError, match=r"; at nextpnr's seeds 1: 44\.0 MHz, 2: 47\.5 MHz \(kept\), 3: failed; "):
+        flow.check_timing(flow.SynthResult(r, {"options": {"seed": 2}, "seeds": runs}, None))
+
+
+@pytest.mark.parametrize("text, seeds", [("3", (3,)), ("1,2,3", (1, 2, 3)), ("1-5", (1, 2, 3, 4, 5)),
+                                         ("2-3,9,3", (2, 3, 9)), (" 0 - 1 ", (0, 1))])
+def test_seed_takes_a_seed_a_list_or_a_range(text, seeds):
+    from cepc.cli import _seeds
+    assert _seeds(text) == seeds
+
+
+@pytest.mark.parametrize("text", ["", "a", "1,,2", "5-1", "-1", "1-2-3", "1.5"])
+def test_seed_refuses_what_is_not_seeds(text):
+    import argparse
+
+    from cepc.cli import _seeds
+    with pytest.raises(argparse.ArgumentTypeError, match="not "):
+        _seeds(text)

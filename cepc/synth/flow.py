@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -76,7 +77,8 @@ class SynthOptions:
     ways: int | None = None  # a hashed table's entries per bucket (--ways); None: auto
     evict_after: int | None = None
     max_length: int | None = None
-    seed: int = 1
+    # nextpnr's seeds, tried in turn on the same netlist until one meets every clock (see sweep_seeds)
+    seeds: tuple[int, ...] = (1,)
     # --freq max: build at freq_mhz (or the board's), then, while the design's clock misses, again at
     # the fastest clock the PLL makes FASTEST_MARGIN or more below what it reached (FASTEST_BUILDS in all)
     fastest: bool = False
@@ -648,7 +650,6 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     stat = json.loads((out / f"{NAME}.stat.json").read_text())
 
     # 2. nextpnr
-    t0 = time.perf_counter()
     if fam == "ecp5":
         pnr = [*tools.yowasp("nextpnr-ecp5"), platform._nextpnr_device_options[platform.device],
                "--package", platform._nextpnr_package_options[platform.package].upper(), "--speed", platform.speed,
@@ -661,39 +662,52 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     placer, why = placer_for(fam, opts.placer, flip_flops, DEVICES[plat_cls.cepc_device])
     if opts.placer == "auto" and placer != "heap":
         progress(f"note: nextpnr's {placer} placer: {why} (--placer heap to use HeAP)")
-    pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--seed", str(opts.seed),
+    pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json",
             "--placer", placer, "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
     tried = routers(fam, opts.router)
     report_path = out / "nextpnr-report.json"
-    report_path.unlink(missing_ok=True)
 
-    progress("nextpnr: reading the netlist")
-    try:
-        log, router, ripup = place_and_route(pnr, out, tried,
-                                      lambda: RouteWatch(platform.device, opts.seed, partitions, out / "nextpnr.log"),
-                                      progress)
-    except ToolError as e:
-        fit = placement_error((out / "nextpnr.stdout.log").read_text(errors="replace"), platform.device,
-                              partitions, opts.seed)
-        if fit and opts.hdl == "vhdl" and fam == "ice40":
-            fit = FitError(f"{fit}; {vhdl_fifos_in_logic(design)}", bel=fit.bel, detail=fit.detail)
-        if fit:
-            raise fit from None
-        raise e
+    def route(seed: int) -> Routed:
+        """nextpnr at ``seed``: its report, read."""
+        report_path.unlink(missing_ok=True)
+        progress("nextpnr: reading the netlist")
+        try:
+            log, router, ripup = place_and_route(pnr + ["--seed", str(seed)], out, tried,
+                                                 lambda: RouteWatch(platform.device, seed, partitions,
+                                                                    out / "nextpnr.log"),
+                                                 progress)
+        except ToolError as e:
+            fit = placement_error((out / "nextpnr.stdout.log").read_text(errors="replace"), platform.device,
+                                  partitions, seed)
+            if fit and opts.hdl == "vhdl" and fam == "ice40":
+                fit = FitError(f"{fit}; {vhdl_fifos_in_logic(design)}", bel=fit.bel, detail=fit.detail)
+            if fit:
+                raise fit from None
+            raise e
+        if not report_path.exists():
+            raise ToolError("nextpnr wrote no report", pnr, _tail(log))
+        nreport = json.loads(report_path.read_text())
+        clock_name, link_name = _clocks(nreport)
+        targets = {name: round(hz / 1e6, 3) for name, hz in ((clock_name, pll.output_hz),
+                                                             (link_name, pll.link_hz)) if name}
+        parsed = rep.parse(nreport, stat, board=opts.board, family=fam, device=platform.device,
+                           package=platform.package, targets_mhz=targets or None)
+        # the design's clock first (its Fmax is the one that counts tuples), then its critical path
+        parsed.clocks.sort(key=lambda c: c.name != clock_name)
+        parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
+        return Routed(seed, parsed, router, ripup)
+
+    t0 = time.perf_counter()
+    placed = f"{NAME}.config" if fam == "ecp5" else f"{NAME}.asc"
+    routed, runs = sweep_seeds(opts.seeds, route, out, [placed, "nextpnr-report.json", "nextpnr.log",
+                                                        "nextpnr.stdout.log"], progress)
     seconds["nextpnr"] = time.perf_counter() - t0
-    if not report_path.exists():
-        raise ToolError("nextpnr wrote no report", pnr, _tail(log))
-    nreport = json.loads(report_path.read_text())
-    clock_name, link_name = _clocks(nreport)
-    targets = {name: round(hz / 1e6, 3) for name, hz in ((clock_name, pll.output_hz), (link_name, pll.link_hz))
-               if name}
-    parsed = rep.parse(nreport, stat, board=opts.board, family=fam, device=platform.device, package=platform.package,
-                       targets_mhz=targets or None)
-    # the design's clock first (its Fmax is the one that counts tuples), then its critical path
-    parsed.clocks.sort(key=lambda c: c.name != clock_name)
-    parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
+    parsed, router, ripup = routed.report, routed.router, routed.ripup
 
     summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
+    summary["options"]["seed"] = routed.seed
+    if runs:  # (several seeds: each one's clock, in the order tried)
+        summary["seeds"] = runs
     summary["router"] = router or "router1"  # nextpnr-ice40's default
     summary["tmg_ripup"] = ripup  # (router2's timing-driven ripup, unless it stalled)
     summary["placer"] = placer
@@ -717,6 +731,79 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     return SynthResult(parsed, summary, bitstream, seconds)  # (report.json: _place_fastest writes it)
 
 
+@dataclass
+class Routed:
+    """One placement and routing: the seed, nextpnr's report read, the router and whether it ripped up."""
+
+    seed: int
+    report: rep.SynthReport
+    router: str | None
+    ripup: bool
+
+
+def seed_run(r: Routed) -> dict:
+    """A seed's line in the report's ``seeds``: the design's clock and its critical path."""
+    clock = r.report.clocks[0] if r.report.clocks else None
+    path = r.report.critical_paths[0].summary() if r.report.critical_paths else None
+    return {"seed": r.seed, "achieved_mhz": round(clock.achieved_mhz, 2) if clock else None,
+            "met": r.report.timing_met, "critical_path": path}
+
+
+def seeds_text(runs: list[dict], kept: int | None = None) -> str:
+    """Each seed tried and what its design clock reached, for the user."""
+    def one(r):
+        what = "failed" if "error" in r else "no clock" if r["achieved_mhz"] is None else f"{r['achieved_mhz']:.1f} MHz"
+        return f"{r['seed']}: {what}" + (" (kept)" if r["seed"] == kept else "")
+    return ", ".join(one(r) for r in runs)
+
+
+def sweep_seeds(seeds: tuple[int, ...], route: Callable[[int], Routed], out: Path, artefacts: list[str],
+                progress: Progress = lambda s: None) -> tuple[Routed, list[dict]]:
+    """Place and route at each of ``seeds`` in turn (``route``, on the same netlist) until one meets
+    every clock. nextpnr's placement, and so its Fmax, moves with the seed (finance0 on the ECP5-85F:
+    144.3, 142.3, 133.5, 132.6 MHz at seeds 1-4), so a design a little short of its clock may meet it
+    at another. Kept: the first to meet, else the fastest design clock; its files (``artefacts``,
+    written into ``out``) are left there, and every seed's are kept in ``out``/seeds/S. A seed that
+    nextpnr cannot place or route is told and passed over; if none is, the first one's error is
+    raised. Returns the run kept and each seed's line for the report (none, for one seed)."""
+    if len(seeds) == 1:
+        return route(seeds[0]), []
+    kept_dir = out / "seeds"
+    shutil.rmtree(kept_dir, ignore_errors=True)
+    runs, best, first_error = [], None, None
+    for i, seed in enumerate(seeds):
+        progress(f"nextpnr: seed {seed} ({i + 1} of {len(seeds)})")
+        try:
+            r = route(seed)
+        except (FitError, ToolError) as e:
+            runs.append({"seed": seed, "error": str(e)})
+            first_error = first_error or e
+            progress(f"note: nextpnr seed {seed}: {e}")
+            continue
+        (kept_dir / str(seed)).mkdir(parents=True)
+        for name in artefacts:
+            if (out / name).exists():
+                shutil.copy2(out / name, kept_dir / str(seed) / name)
+        runs.append(seed_run(r))
+        clock = r.report.clocks[0] if r.report.clocks else None
+        if best is None or (r.report.timing_met, clock.achieved_mhz if clock else 0) > \
+                (best.report.timing_met, best.report.clocks[0].achieved_mhz if best.report.clocks else 0):
+            best = r
+        if r.report.timing_met:
+            break
+        if i + 1 < len(seeds):
+            progress(f"note: nextpnr seed {seed}: timing missed"
+                     + (f" (the design's clock reached {clock.achieved_mhz:.1f} of {clock.target_mhz:g} MHz)"
+                        if clock else "") + f"; placing and routing again at seed {seeds[i + 1]}")
+    if best is None:
+        raise first_error
+    if best.seed != runs[-1]["seed"]:  # (the last seed's files are in `out`: the kept one's go back)
+        for name in artefacts:
+            if (kept_dir / str(best.seed) / name).exists():
+                shutil.copy2(kept_dir / str(best.seed) / name, out / name)
+    return best, runs
+
+
 def check_timing(result: SynthResult) -> None:
     """Raise TimingError naming the clock, the achieved and target frequency and the critical path."""
     bad = [c for c in result.report.clocks if not c.met]
@@ -730,6 +817,9 @@ def check_timing(result: SynthResult) -> None:
            f"the target is {c.target_mhz:.1f} MHz ({by})")
     if path:
         msg += f"; critical path {path.summary()}"
+    runs = result.summary.get("seeds")
+    if runs:
+        msg += f"; at nextpnr's seeds {seeds_text(runs, result.summary['options']['seed'])}"
     builds = result.summary.get("freq_builds")
     if builds and len(builds) > 1:
         msg += f"; --freq max built {len(builds)} times ({builds_text(builds)})"
@@ -835,7 +925,7 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
                     "target_mhz": opts.freq_mhz or None,
                     "clock_mhz": round(pll.output_hz / 1e6, 3), "link_clock_mhz": round(pll.link_hz / 1e6, 3),
                     "baud": baud, "baud_divisor": ld.link.divisor,
-                    "seed": opts.seed, "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after},
+                    "seed": opts.seeds[0], "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after},
         "design_id": f"{ld.design_id:08x}",
         "timing_met": parsed.timing_met,
         "tuples_per_cycle": per_cycle,
