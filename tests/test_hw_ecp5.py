@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.hdl import Elaboratable, Fragment, Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
 
 from cepc.hw import ecp5
@@ -132,3 +132,50 @@ def test_the_small_die_is_told_by_the_boards_own_platforms():
 
     assert small_die(ICEBreakerPlatform()) and not small_die(ULX3S_85F_Platform())
     assert not small_die(None)
+
+
+class MultBench(Elaboratable):
+    """A RegisteredMult elaborated for ``platform`` (the simulator gives none)."""
+
+    def __init__(self, a_shape, b_shape, platform):
+        self.dut = ecp5.RegisteredMult(a_shape, b_shape)
+        self.platform = platform
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = Fragment.get(self.dut, self.platform)
+        return m
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [(unsigned(18), unsigned(10)), (signed(14), unsigned(10)),
+                                              (signed(18), signed(18)), (unsigned(5), signed(7)),
+                                              (unsigned(18), unsigned(18)), (signed(18), unsigned(18))])
+@pytest.mark.parametrize("platform", [Simulated(), None], ids=["mult18x18d", "fabric"])
+def test_a_registered_product_is_the_operands_product_a_stage_later(a_shape, b_shape, platform):
+    # the MULT18X18D's pins (operands extended by their signedness, SIGNEDA/B, its input registers on
+    # CE0 and its output register on CE1) as the flip-flops and `*` elsewhere: each takes its operands
+    # on a_en's edges and their product on p_en's
+    bench = MultBench(a_shape, b_shape, platform)
+    dut = bench.dut
+    rng = random.Random(len(a_shape.__repr__()) * 7 + a_shape.width)
+
+    def draw(shape):
+        v = rng.choice([rng.getrandbits(shape.width), (1 << shape.width) - 1, 1 << (shape.width - 1), 0, 1])
+        return v - (1 << shape.width) if shape.signed and v >> (shape.width - 1) else v
+
+    async def run(ctx):
+        a_reg = b_reg = p = 0
+        for _ in range(300):
+            a, b, a_en, p_en = draw(a_shape), draw(b_shape), rng.random() < 0.6, rng.random() < 0.6
+            for sig, v in ((dut.a, a), (dut.b, b), (dut.a_en, a_en), (dut.p_en, p_en)):
+                ctx.set(sig, v)
+            await ctx.tick()
+            p = a_reg * b_reg if p_en else p
+            a_reg, b_reg = (a, b) if a_en else (a_reg, b_reg)
+            assert ctx.get(dut.p) == p
+
+    sim = Simulator(bench)
+    sim.add_clock(1e-8)
+    sim.add_testbench(run)
+    sim.run()
+    assert dut.p.shape() == (Signal(a_shape) * Signal(b_shape)).shape()

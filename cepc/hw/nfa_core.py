@@ -19,6 +19,7 @@ from ..plan import (
     children,
     has_aggregates,
 )
+from .ecp5 import RegisteredMult
 from .expr import ExprBuilder, ordered
 from .layouts import field as field_of
 from .layouts import ident
@@ -186,7 +187,7 @@ class TupleTerms:
         return Cat(*(build.value(e).as_unsigned() for e in self.exprs))
 
     def staged(self, m: Module, tuple_: Value, tuple_next: Value, en: Value, name: str,
-               operands: tuple[Value, Value] | None = None) -> Value:
+               operands: tuple[Value, Value] | None = None, blocks: bool = False) -> Value:
         """The terms, packed, of the tuple in ``tuple_next``, a register that takes ``tuple_`` on the
         edges where ``en`` is high, with each product of the terms (``price * 1005``) computed before
         that register and registered as its partial products (its operands cut into slices of
@@ -199,7 +200,14 @@ class TupleTerms:
         is not a constant is then taken from a copy of its own (:class:`~cepc.hw.replica.Replica`),
         loaded as ``tuple_`` is, which the placer puts beside the multiplier blocks: ``tuple_`` fans out
         across the die, and with the three-cycle update finance5's critical path was its route into a
-        multiplier block (4.5 ns inside it, at 119.8 MHz)."""
+        multiplier block (4.5 ns inside it, at 119.8 MHz).
+
+        ``blocks`` (with ``operands``; ECP5): each pair of slices is a multiplier block whose own input
+        registers take the operands and whose output register is the partial product
+        (:class:`~cepc.hw.ecp5.RegisteredMult`), the same registers as the copies and the partial
+        product's, so the multiplier is timed from register to register inside the block (finance5 at
+        seed 1: 79 partial products' flip-flops missed 150 MHz, 3.9 ns in the block between routes of
+        1.5 ns each way)."""
         before = ExprBuilder(lambda n: field_of(tuple_, n))
         known: dict[PExpr, Value] = {}
 
@@ -212,14 +220,30 @@ class TupleTerms:
             m.d.comb += [copy.d.eq(ExprBuilder(lambda n: field_of(d, n)).value(expr).as_unsigned()), copy.en.eq(load)]
             return copy.q.as_signed() if v.shape().signed else copy.q
 
+        blocks = blocks and operands is not None
+
+        def part_of(a: Value, b: Value, tag: str) -> Value:
+            """The partial product a × b, registered on ``en``'s edges (``blocks``: a multiplier block's
+            output register, whose input registers take a and b, given a stage early, on the load's)."""
+            if blocks:
+                mult = m.submodules[f"{name}_{tag}_block"] = RegisteredMult(a.shape(), b.shape())
+                m.d.comb += [mult.a.eq(a), mult.b.eq(b), mult.a_en.eq(operands[1]), mult.p_en.eq(en)]
+                return mult.p
+            part = Signal((a * b).shape(), name=f"{name}_{tag}", reset_less=True)
+            with m.If(en):
+                m.d.sync += part.eq(a * b)
+            return part
+
         for k, product in enumerate(self.products):
-            left, right = operand(product.left, f"product{k}_left"), operand(product.right, f"product{k}_right")
+            if blocks:  # (the operands a stage early, as the copies would take them)
+                early = ExprBuilder(lambda n: field_of(operands[0], n))
+                left, right = early.value(product.left), early.value(product.right)
+            else:
+                left, right = operand(product.left, f"product{k}_left"), operand(product.right, f"product{k}_right")
             parts = []
             for i, (a, a_at) in enumerate(_slices(left)):
                 for j, (b, b_at) in enumerate(_slices(right)):
-                    part = Signal((a * b).shape(), name=f"{name}_product{k}_part{i}{j}", reset_less=True)
-                    with m.If(en):
-                        m.d.sync += part.eq(a * b)
+                    part = part_of(a, b, f"product{k}_part{i}{j}")
                     parts.append(part if a_at + b_at == 0 else part << (a_at + b_at))
             total = Signal((left * right).shape(), name=f"{name}_product{k}")
             m.d.comb += total.eq(sum(parts[1:], parts[0]))
@@ -688,10 +712,18 @@ class PartialMatchCore(wiring.Component):
                 if sources:
                     # every candidate's update is computed beside the predicates, and the winner's is
                     # picked: the adders and comparators of the update are off the path through the
-                    # choice (pick, then update, would chain them)
-                    chosen = pick(wins, [candidate(p, r) for p in sources], reg.width)[:reg.width]
-                    extended = chosen.as_signed() if reg.signed else chosen
-                    m.d.comb += value.eq(Mux(fresh_wins, candidate(None, r), extended))
+                    # choice (pick, then update, would chain them). A state that is off keeps registers
+                    # no one reads (each use of them is gated by its bit of the vector: the table's
+                    # sweep leaves them as they were), so where no candidate wins they are don't-cares:
+                    # the last source's candidate is taken unless another wins, and a state with one
+                    # source that no partial match begins in takes its candidate with no choice at all.
+                    # (Picked by an OR of gates, zero where none won, the choice was a synchronous reset
+                    # of the state's registers: finance0's critical path at seed 2, `cond` through the
+                    # accepting state's edge into the reset of its registers, a 3.2 ns route.)
+                    chosen = candidate(sources[-1], r)
+                    for w, p in zip(reversed(wins[:-1]), reversed(sources[:-1])):
+                        chosen = Mux(w, candidate(p, r), chosen)
+                    m.d.comb += value.eq(Mux(fresh_wins, candidate(None, r), chosen) if nfa.start[s] else chosen)
                 else:  # only ever fresh (no edge into it): nothing to extend
                     m.d.comb += value.eq(candidate(None, r))
                 regs_s.append(value)

@@ -38,6 +38,7 @@ from .arbiter import RoundRobin
 from .counter import add, count_late, increment
 from .decoder import PredicateDecoder
 from .delay import DelayLine
+from .ecp5 import uses_mult18
 from .fifo import BlockRamFifo, OutputFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
@@ -393,8 +394,11 @@ class Top(wiring.Component):
                 continue
             b_terms = Signal(terms.width, name=f"{qname}_b_terms")
             # (on a large die the products' operands from copies of their own, loaded as a_tuple is)
+            # (on ECP5 each pair of the operands' slices a multiplier block of its own, whose input and
+            # output registers are the copies and the partial product)
             m.d.comb += b_terms.eq(terms.staged(m, a_tuple, b_tuple, en_front, qname,
-                                                operands=None if small_die(platform) else (f_tuple, a_load)))
+                                                operands=None if small_die(platform) else (f_tuple, a_load),
+                                                blocks=uses_mult18(platform)))
             line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True, ahead=3)
             en_terms = en_copy(f"{qname}_terms")
             m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
@@ -631,7 +635,7 @@ class Top(wiring.Component):
                 spill.r_en.eq(self.spill_tready),
             ]
             levels.append(spill.w_level)
-            count_late(m, self.dropped, spill_valid)  # a cycle after it is written, like the other status counters
+            count_late(m, self.dropped, spill_valid)  # (two cycles after it is written, like the other status counters)
 
         # The pipeline advances while every FIFO has room. `en` is registered twice (it fans out to
         # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank

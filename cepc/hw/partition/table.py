@@ -124,6 +124,10 @@ GROUPED_INPUT_BITS = 1024
 # bits of a wide state (a partial-match core's, 1,062 bits for mshape), so no select reaches them all;
 # and with the two-cycle update, the older write's state: a LUT RAM and its read address per this many
 SELECT_CHUNK = 64
+# With the three-cycle update, the older write's LUT RAM is read at the lookup itself: a copy of its read
+# address per this many bits (four TRELLIS_DPR16X4s on ECP5), so each copy's loads are a few cells beside
+# it (per SELECT_CHUNK bits, mshape's routes from a copy to its LUT RAMs were 3.0-3.5 ns at seed 1)
+HISTORY_CHUNK = 16
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
 STAMP_BITS = 12  # --evict-after: a write's epoch; stale after half the epoch range
@@ -857,11 +861,12 @@ class TablePartitioner(wiring.Component):
         # registers at all: each enabled edge writes w0's state into a small LUT RAM (`history`; on
         # ECP5, TRELLIS_DPR16X4s) at `history_at`, so the write k ahead of w0 is at history_at - k, and
         # the state is read at an address decided a stage early, a copy of it per SELECT_CHUNK bits
-        # with whether the key's older write is w0 or an older one (`history_read`; w0's is taken from
-        # its register). Picked from the writes, with copies of the flags per chunk, the pick's
-        # inputs were six registers as wide as the state, spread across the die by their other loads
-        # (block RAM's copies of the write, the conditions), and its routes, from the copies and from
-        # the writes, were finance0's and mshape's critical paths (7.1 and 7.9 ns of routes).
+        # (HISTORY_CHUNK with the three-cycle update) with whether the key's older write is w0 or an
+        # older one (`history_read`; w0's is taken from its register). Picked from the writes, with
+        # copies of the flags per chunk, the pick's inputs were six registers as wide as the state,
+        # spread across the die by their other loads (block RAM's copies of the write, the conditions),
+        # and its routes, from the copies and from the writes, were finance0's and mshape's critical
+        # paths (7.1 and 7.9 ns of routes).
         use_history = older_next is not None and stale_free and sw > SELECT_CHUNK
         older_copies, history = [], []
         if use_history:
@@ -873,8 +878,9 @@ class TablePartitioner(wiring.Component):
                 older_copies.append(copy)
             with m.If(self.en):
                 m.d.sync += history_at.eq(history_at + 1)
-            for c in range(-(-sw // SELECT_CHUNK)):
-                lo, hi = c * SELECT_CHUNK, min(sw, (c + 1) * SELECT_CHUNK)
+            chunk = HISTORY_CHUNK if self.lag == 2 else SELECT_CHUNK
+            for c in range(-(-sw // chunk)):
+                lo, hi = c * chunk, min(sw, (c + 1) * chunk)
                 mem = m.submodules[f"history{c}"] = Memory(shape=hi - lo, depth=1 << len(history_at), init=[])
                 write, read = mem.write_port(), mem.read_port(domain="comb")
                 # (the copy: whether the key's older write is w0, whether it is an older one, where)
