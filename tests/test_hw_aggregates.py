@@ -834,3 +834,26 @@ def test_the_three_cycle_update_computes_the_conditions_in_groups_where_their_co
     assert (len(conds.groups()) * len(table.cond_in) <= GROUPED_INPUT_BITS) == (copies > 1)
     Fragment.get(m, None)
     Fragment.get(parts, None)
+
+
+@pytest.mark.parametrize("update_cycles, chunk", [(3, 16), (2, 64)])
+def test_the_older_writes_lut_ram_is_read_through_a_copy_of_its_address_per_chunk(update_cycles, chunk):
+    # finance0's 627-bit state: the three-cycle update reads the older write's LUT RAM at the lookup,
+    # through a copy of the read address per HISTORY_CHUNK (16) bits, each beside its four
+    # TRELLIS_DPR16X4s; the two-cycle update, which registers what it reads, per SELECT_CHUNK (64)
+    from cepc.hw.partition.table import HISTORY_CHUNK, SELECT_CHUNK
+
+    design = lower(check(parse_file(ROOT / "examples" / "finance" / "finance0" / "finance0.sql")))
+    top = Top(design, bus_width=64, partitions=2048, partitioner="table", update_cycles=update_cycles)
+    m = top.elaborate(None)
+    top._MustUse__silence = True
+    table = m.submodules[f"{design.queries[0].name}_partitioner"]
+    parts = table.elaborate(None)
+    table._MustUse__silence = True
+    width = design.queries[0].payload_width
+    assert chunk == (HISTORY_CHUNK if update_cycles == 3 else SELECT_CHUNK)
+    copies = [n for n in parts._named_submodules if n.startswith("replica_history_read")]
+    memories = [n for n in parts._named_submodules if n.startswith("history")]
+    assert len(copies) == len(memories) == -(-width // chunk)
+    Fragment.get(m, None)
+    Fragment.get(parts, None)
