@@ -286,6 +286,8 @@ def _print_synth(console, s: dict, args) -> None:
     for c in s["clocks"]:
         verdict = "[green]met[/green]" if c["met"] else "[red]MISSED[/red]"
         console.print(f"  Fmax {c['name']}: {c['achieved_mhz']:.1f} MHz, target {c['target_mhz']:g} MHz: {verdict}")
+    if s.get("endpoints"):  # (every endpoint that misses the design's clock, by register)
+        console.print(f"  {s['endpoints']['summary']}", highlight=False)
     console.print(f"  {s['tuples_per_cycle']:g} tuple/cycle: {s['tuples_per_second_at_fmax'] or 0:,} tuples/s at Fmax, "
                   f"{s['tuples_per_second_at_clock']:,} at the clock; the UART carries {s['tuples_per_second_uart']:,}",
                   highlight=False)

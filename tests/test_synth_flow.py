@@ -187,6 +187,16 @@ def test_several_seeds_are_placed_in_turn_and_the_fastest_kept(tmp_path, capsys)
     assert f"nextpnr seeds {flow_seeds_text(runs, kept['seed'])}" in err
     assert f"; at nextpnr's seeds {flow_seeds_text(runs, kept['seed'])}; lower --freq" in " ".join(err.split())
     assert (out / "yosys.log").read_text().count("Executing SYNTH_ICE40 pass") == 1  # one netlist
+    # every endpoint that misses the clock, from the kept placement's SDF: its worst is nextpnr's own
+    # critical path, and the error and the summary say how many miss it and where
+    late, path = r["endpoints"], r["critical_paths"][0]
+    assert path["clock"] == r["clocks"][0]["name"] and abs(late["worst_ns"] - path["delay_ns"]) <= 0.011
+    assert late["period_ns"] == round(1000 / 100.5, 3) and 0 < late["failing"] <= late["total"]
+    assert sum(g["failing"] for g in late["groups"]) <= late["failing"] and late["groups"][0]["worst_ns"] == \
+        late["worst_ns"]
+    assert all(run["endpoints_failing"] > 0 for run in runs)
+    assert f"; {late['summary']}" in " ".join(err.split()) and late["summary"].startswith(
+        f"{late['failing']:,} of {late['total']:,} endpoints miss it, in ")
 
 
 def flow_seeds_text(runs, kept):

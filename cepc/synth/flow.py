@@ -27,6 +27,7 @@ from pathlib import Path
 from .. import __version__, protocol, tools
 from ..errors import FitError, TimingError, ToolError, UsageError
 from . import report as rep
+from . import sta
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BOARDS_DIR = ROOT / "boards"
@@ -662,7 +663,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     placer, why = placer_for(fam, opts.placer, flip_flops, DEVICES[plat_cls.cepc_device])
     if opts.placer == "auto" and placer != "heap":
         progress(f"note: nextpnr's {placer} placer: {why} (--placer heap to use HeAP)")
-    pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json",
+    pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--sdf", f"{NAME}.sdf",
             "--placer", placer, "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
     tried = routers(fam, opts.router)
     report_path = out / "nextpnr-report.json"
@@ -695,17 +696,25 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         # the design's clock first (its Fmax is the one that counts tuples), then its critical path
         parsed.clocks.sort(key=lambda c: c.name != clock_name)
         parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
-        return Routed(seed, parsed, router, ripup)
+        clock = parsed.clocks[0] if parsed.clocks else None
+        late = None
+        if clock is not None and not clock.met and (out / f"{NAME}.sdf").exists():
+            # (every endpoint that misses the design's clock, from the delays nextpnr timed)
+            late = sta.endpoints((out / f"{NAME}.sdf").read_text(), 1000 / clock.target_mhz)
+        return Routed(seed, parsed, router, ripup, late)
 
     t0 = time.perf_counter()
     placed = f"{NAME}.config" if fam == "ecp5" else f"{NAME}.asc"
-    routed, runs = sweep_seeds(opts.seeds, route, out, [placed, "nextpnr-report.json", "nextpnr.log",
+    routed, runs = sweep_seeds(opts.seeds, route, out, [placed, "nextpnr-report.json", f"{NAME}.sdf", "nextpnr.log",
                                                         "nextpnr.stdout.log"], progress)
     seconds["nextpnr"] = time.perf_counter() - t0
     parsed, router, ripup = routed.report, routed.router, routed.ripup
 
     summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
     summary["options"]["seed"] = routed.seed
+    if routed.endpoints is not None:  # (the design's clock missed: where)
+        summary["endpoints"] = routed.endpoints.to_json()
+        summary["endpoints"]["summary"] = routed.endpoints.summary()
     if runs:  # (several seeds: each one's clock, in the order tried)
         summary["seeds"] = runs
     summary["router"] = router or "router1"  # nextpnr-ice40's default
@@ -739,6 +748,7 @@ class Routed:
     report: rep.SynthReport
     router: str | None
     ripup: bool
+    endpoints: sta.Endpoints | None = None  # where the design's clock missed, every endpoint (sta)
 
 
 def seed_run(r: Routed) -> dict:
@@ -746,7 +756,8 @@ def seed_run(r: Routed) -> dict:
     clock = r.report.clocks[0] if r.report.clocks else None
     path = r.report.critical_paths[0].summary() if r.report.critical_paths else None
     return {"seed": r.seed, "achieved_mhz": round(clock.achieved_mhz, 2) if clock else None,
-            "met": r.report.timing_met, "critical_path": path}
+            "met": r.report.timing_met, "critical_path": path,
+            **({"endpoints_failing": r.endpoints.failing} if r.endpoints is not None else {})}
 
 
 def seeds_text(runs: list[dict], kept: int | None = None) -> str:
@@ -817,6 +828,9 @@ def check_timing(result: SynthResult) -> None:
            f"the target is {c.target_mhz:.1f} MHz ({by})")
     if path:
         msg += f"; critical path {path.summary()}"
+    late = result.summary.get("endpoints")
+    if late and c is result.report.clocks[0]:  # (the design's clock: every endpoint that misses it)
+        msg += f"; {late['summary']}"
     runs = result.summary.get("seeds")
     if runs:
         msg += f"; at nextpnr's seeds {seeds_text(runs, result.summary['options']['seed'])}"
