@@ -220,8 +220,9 @@ def mult18x18d(*, a: Value, b: Value, a_en: Value, p_en: Value, product: Value, 
     if len(a) > MULT_WIDTH or len(b) > MULT_WIDTH:
         raise ValueError(f"a MULT18X18D's operands are at most {MULT_WIDTH} bits, not {len(a)} and {len(b)}")
 
-    def extended(v):
-        return Cat(v, v[-1].replicate(MULT_WIDTH - len(v))) if v.shape().signed else Cat(v, Const(0, MULT_WIDTH - len(v)))
+    def extended(v):  # (to the block's 18 bits, by the operand's own signedness)
+        top = v[-1] if v.shape().signed else Const(0, 1)
+        return Cat(v, top.replicate(MULT_WIDTH - len(v)))
 
     ax, bx = extended(a), extended(b)
     ports = {

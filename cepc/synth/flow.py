@@ -772,8 +772,8 @@ def sweep_seeds(seeds: tuple[int, ...], route: Callable[[int], Routed], out: Pat
                 progress: Progress = lambda s: None) -> tuple[Routed, list[dict]]:
     """Place and route at each of ``seeds`` in turn (``route``, on the same netlist) until one meets
     every clock. nextpnr's placement, and so its Fmax, moves with the seed (finance0 on the ECP5-85F:
-    144.3, 142.3, 133.5, 132.6, 140.1 MHz at seeds 1-5), so a design a little short of its clock may meet it
-    at another. Kept: the first to meet, else the fastest design clock; its files (``artefacts``,
+    144.3, 142.3, 133.5, 132.6, 140.1 MHz at seeds 1-5), so a design a little short of its clock may
+    meet it at another. Kept: the first to meet, else the fastest design clock; its files (``artefacts``,
     written into ``out``) are left there, and every seed's are kept in ``out``/seeds/S. A seed that
     nextpnr cannot place or route is told and passed over; if none is, the first one's error is
     raised. Returns the run kept and each seed's line for the report (none, for one seed)."""
