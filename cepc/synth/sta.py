@@ -58,7 +58,7 @@ class Endpoints:
                 "worst_ns": self.worst_ns, "registers": self.registers, "groups": [g.to_json() for g in self.groups]}
 
     def summary(self, n: int = 4) -> str:
-        """``33 of 36,529 endpoints miss it, in 8 registers: a (4 bits, 8.03 ns), b (4 bits, 7.79 ns), …``"""
+        """``33 of 36,529 endpoints miss it, in 8 registers: a (4 inputs, 8.03 ns), b (1 input, 7.79 ns), …``"""
         shown = ", ".join(f"{g.register} ({g.failing} {'input' if g.failing == 1 else 'inputs'}, {g.worst_ns:.2f} ns)"
                           for g in self.groups[:n])
         return (f"{self.failing:,} of {self.total:,} endpoints miss it, in {self.registers:,} "
@@ -114,7 +114,7 @@ def endpoints(sdf: str, period_ns: float) -> Endpoints:
     graph: dict[tuple[str, str], list] = defaultdict(list)
     arrival: dict[tuple[str, str], int] = {}
     for (inst, a), loads in arcs.items():
-        if a not in CLOCK_PINS and not is_clock(inst, a) or not any(b[0] == inst for b, _ in loads):
+        if not is_clock(inst, a) or not any(b[0] == inst for b, _ in loads):
             graph[(inst, a)].extend(loads)
             continue
         if clock_of.get(inst) == design_clock:
