@@ -696,12 +696,11 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         # the design's clock first (its Fmax is the one that counts tuples), then its critical path
         parsed.clocks.sort(key=lambda c: c.name != clock_name)
         parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
-        clock = parsed.clocks[0] if parsed.clocks else None
-        late = None
-        if clock is not None and not clock.met and (out / f"{NAME}.sdf").exists():
+        routed = Routed(seed, parsed, router, ripup)
+        if routed.clock is not None and not routed.clock.met and (out / f"{NAME}.sdf").exists():
             # (every endpoint that misses the design's clock, from the delays nextpnr timed)
-            late = sta.endpoints((out / f"{NAME}.sdf").read_text(), 1000 / clock.target_mhz)
-        return Routed(seed, parsed, router, ripup, late)
+            routed.endpoints = sta.endpoints((out / f"{NAME}.sdf").read_text(), 1000 / routed.clock.target_mhz)
+        return routed
 
     t0 = time.perf_counter()
     placed = f"{NAME}.config" if fam == "ecp5" else f"{NAME}.asc"
@@ -710,8 +709,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     seconds["nextpnr"] = time.perf_counter() - t0
     parsed, router, ripup = routed.report, routed.router, routed.ripup
 
-    summary = _summary(parsed, ld, opts, pll, partitions, baud, checked)
-    summary["options"]["seed"] = routed.seed
+    summary = _summary(parsed, ld, opts, pll, partitions, baud, checked, routed.seed)
     if routed.endpoints is not None:  # (the design's clock missed: where)
         summary["endpoints"] = routed.endpoints.to_json()
         summary["endpoints"]["summary"] = routed.endpoints.summary()
@@ -750,12 +748,20 @@ class Routed:
     ripup: bool
     endpoints: sta.Endpoints | None = None  # where the design's clock missed, every endpoint (sta)
 
+    @property
+    def clock(self) -> rep.ClockTiming | None:
+        """The design's clock (the parsed report sorts it first)."""
+        return self.report.clocks[0] if self.report.clocks else None
+
+    def rank(self) -> tuple[bool, float]:
+        """Which of two placements is kept: one that meets every clock, then the faster design clock."""
+        return self.report.timing_met, self.clock.achieved_mhz if self.clock else 0.0
+
 
 def seed_run(r: Routed) -> dict:
     """A seed's line in the report's ``seeds``: the design's clock and its critical path."""
-    clock = r.report.clocks[0] if r.report.clocks else None
     path = r.report.critical_paths[0].summary() if r.report.critical_paths else None
-    return {"seed": r.seed, "achieved_mhz": round(clock.achieved_mhz, 2) if clock else None,
+    return {"seed": r.seed, "achieved_mhz": round(r.clock.achieved_mhz, 2) if r.clock else None,
             "met": r.report.timing_met, "critical_path": path,
             **({"endpoints_failing": r.endpoints.failing} if r.endpoints is not None else {})}
 
@@ -796,16 +802,14 @@ def sweep_seeds(seeds: tuple[int, ...], route: Callable[[int], Routed], out: Pat
             if (out / name).exists():
                 shutil.copy2(out / name, kept_dir / str(seed) / name)
         runs.append(seed_run(r))
-        clock = r.report.clocks[0] if r.report.clocks else None
-        if best is None or (r.report.timing_met, clock.achieved_mhz if clock else 0) > \
-                (best.report.timing_met, best.report.clocks[0].achieved_mhz if best.report.clocks else 0):
+        if best is None or r.rank() > best.rank():
             best = r
         if r.report.timing_met:
             break
         if i + 1 < len(seeds):
             progress(f"note: nextpnr seed {seed}: timing missed"
-                     + (f" (the design's clock reached {clock.achieved_mhz:.1f} of {clock.target_mhz:g} MHz)"
-                        if clock else "") + f"; placing and routing again at seed {seeds[i + 1]}")
+                     + (f" (the design's clock reached {r.clock.achieved_mhz:.1f} of {r.clock.target_mhz:g} MHz)"
+                        if r.clock else "") + f"; placing and routing again at seed {seeds[i + 1]}")
     if best is None:
         raise first_error
     if best.seed != runs[-1]["seed"]:  # (the last seed's files are in `out`: the kept one's go back)
@@ -916,7 +920,7 @@ def _reserved_message(design, device, reserved) -> str:
 
 
 def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, partitions: int, baud: int,
-             checked) -> dict:
+             checked, seed: int) -> dict:
     from ..hw.top import keyed, pipelined
 
     per_cycle = 0.5 if pipelined(ld.design, ld.top.partitioner) else 1.0
@@ -939,7 +943,7 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
                     "target_mhz": opts.freq_mhz or None,
                     "clock_mhz": round(pll.output_hz / 1e6, 3), "link_clock_mhz": round(pll.link_hz / 1e6, 3),
                     "baud": baud, "baud_divisor": ld.link.divisor,
-                    "seed": opts.seeds[0], "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after},
+                    "seed": seed, "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after},
         "design_id": f"{ld.design_id:08x}",
         "timing_met": parsed.timing_met,
         "tuples_per_cycle": per_cycle,
