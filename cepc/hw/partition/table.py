@@ -868,7 +868,7 @@ class TablePartitioner(wiring.Component):
         # and its routes, from the copies and from the writes, were finance0's and mshape's critical
         # paths (7.1 and 7.9 ns of routes).
         use_history = older_next is not None and stale_free and sw > SELECT_CHUNK
-        older_copies, history = [], []
+        older_copies, history, zero_half = [], [], False
         if use_history:
             # (deep enough for the writes forwarded: the oldest read is forward - 2 behind w0)
             history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
@@ -879,14 +879,22 @@ class TablePartitioner(wiring.Component):
             with m.If(self.en):
                 m.d.sync += history_at.eq(history_at + 1)
             chunk = HISTORY_CHUNK if self.lag == 2 else SELECT_CHUNK
+            # With the three-cycle update on a large die, the LUT RAM is twice as deep (a TRELLIS_DPR16X4
+            # is 16 deep; the writes take half of it): an address in the half never written reads zero,
+            # so where the key has no older write the read is already the zero the pick wants, with no
+            # gate after the LUT RAM (finance0's path into `state5` at every seed of a112817: the copy's
+            # address, the LUT RAM, that gate, the pick, 6.7-7.0 ns, four levels and their routes)
+            zero_half = self.lag == 2 and copies
+            depth = 1 << (len(history_at) + zero_half)
             for c in range(-(-sw // chunk)):
                 lo, hi = c * chunk, min(sw, (c + 1) * chunk)
-                mem = m.submodules[f"history{c}"] = Memory(shape=hi - lo, depth=1 << len(history_at), init=[])
+                mem = m.submodules[f"history{c}"] = Memory(shape=hi - lo, depth=depth, init=[])
                 write, read = mem.write_port(), mem.read_port(domain="comb")
                 # (the copy: whether the key's older write is w0, whether it is an older one, where)
                 at = m.submodules[f"{Replica.PREFIX}history_read{c}"] = Replica(2 + len(history_at))
+                address = Cat(at.q[2:], ~at.q[1]) if zero_half else at.q[2:]
                 m.d.comb += [write.addr.eq(history_at), write.data.eq(fields(writes[0]["entry"])[0][lo:hi]),
-                             write.en.eq(self.en), read.addr.eq(at.q[2:]), at.en.eq(self.en)]
+                             write.en.eq(self.en), read.addr.eq(address), at.en.eq(self.en)]
                 history.append((lo, hi, at, read.data))
 
         # Each way's flags as the lookup sees them: patched with the newest write (w0) if it touched the
@@ -996,7 +1004,7 @@ class TablePartitioner(wiring.Component):
                 # registered, the copies taking that register: the compares have a cycle to themselves,
                 # the route to the copies its own)
                 for lo, hi, at, data in history:
-                    m.d.comb += older_state[lo:hi].eq(Mux(at.q[1], data, 0))
+                    m.d.comb += older_state[lo:hi].eq(data if zero_half else Mux(at.q[1], data, 0))
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
                 if history and self.lag < 2:
