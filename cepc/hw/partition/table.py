@@ -892,7 +892,9 @@ class TablePartitioner(wiring.Component):
                 write, read = mem.write_port(), mem.read_port(domain="comb")
                 # (the copy: whether the key's older write is w0, whether it is an older one, where)
                 at = m.submodules[f"{Replica.PREFIX}history_read{c}"] = Replica(2 + len(history_at))
-                address = Cat(at.q[2:], ~at.q[1]) if zero_half else at.q[2:]
+                # (with zero_half the copy's bit 1 is whether the key has no older write: the address's
+                # top bit from the flip-flop itself, no inverter in front of the LUT RAM)
+                address = Cat(at.q[2:], at.q[1]) if zero_half else at.q[2:]
                 m.d.comb += [write.addr.eq(history_at), write.data.eq(fields(writes[0]["entry"])[0][lo:hi]),
                              write.en.eq(self.en), read.addr.eq(address), at.en.eq(self.en)]
                 history.append((lo, hi, at, read.data))
@@ -1190,9 +1192,11 @@ class TablePartitioner(wiring.Component):
                 # routes to the copies across the die)
                 m.d.comb += read_next.eq(Mux(one_next, history_at + 1, history_at - offset))
                 read3 = Signal(len(history_at), name="history_read3", reset_less=True)
-                any3 = Signal(name="history_any3")
+                # (with zero_half: whether none is the key's, so after a reset too it reads zero)
+                any3 = Signal(name="history_any3", init=int(zero_half))
+                older = Cat(one_next, *mine_next).any()
                 with m.If(self.en):
-                    m.d.sync += [read3.eq(read_next), any3.eq(Cat(one_next, *mine_next).any())]
+                    m.d.sync += [read3.eq(read_next), any3.eq(~older if zero_half else older)]
                 for _, _, at, _ in history:
                     m.d.comb += at.d.eq(Cat(Const(0), any3, read3))
             else:
