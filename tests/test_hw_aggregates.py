@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from amaranth.hdl import Elaboratable, Fragment, Module, Mux, Signal, Value
+from amaranth.hdl import Elaboratable, Fragment, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.sim import Simulator
 from hypothesis import HealthCheck, given, settings
@@ -862,70 +862,3 @@ def test_the_older_writes_lut_ram_is_read_through_a_copy_of_its_address_per_chun
     Fragment.get(m, None)
     Fragment.get(parts, None)
 
-
-STARTS_AGAIN = """CREATE STREAM trades (time TIMESTAMP, symbol CHAR(4), price UINT32, volume UINT32);
-PARTITION BY symbol
-MEASURES FIRST(time) AS started, COUNT(*) AS n, SUM(volume) AS shares, MAX(price) AS peak
-PATTERN ( big+ (rise | fall)+ low )
-DEFINE big AS volume >= 5000, rise AS price > LAST(price), fall AS price < FIRST(price),
-       low AS price < MIN(price);
-"""
-
-
-@pytest.mark.parametrize("example", ["mshape/mshape.sql", "finance/finance0/finance0.sql",
-                                     "finance/finance5/finance5.sql", None])
-def test_a_states_choice_copied_per_chunk_of_its_registers_picks_as_the_one_choice(example):
-    # On a large die each CHOICE_CHUNK bits of a state's registers take their select lines from a copy
-    # of the state's choice of its own (replica_choice_*); on the UP5K one choice drives them all. The
-    # two cores agree on every output for any state, predicates, conditions and tuple (random, so the
-    # choices' every corner, whether or not a real stream reaches it). None: a query whose start state
-    # has predecessors (`big+`), so a fresh partial match is among its choices too
-    from cepc.hw.nfa_core import CHOICE_CHUNK
-
-    design = lower(check(parse_file(ROOT / "examples" / example) if example else parse(STARTS_AGAIN)))
-    q = design.queries[0]
-    layout = tuple_layout(design.tuple)
-    copied = PartialMatchCore(q, layout, given_cond=True)
-    single = PartialMatchCore(q, layout, given_cond=True)
-    m = Module()
-    m.submodules.copied = hwsim.OnPlatform(copied, None)
-    m.submodules.single = hwsim.OnPlatform(single, hwsim.Ice40())
-
-    def copies(platform):
-        core = PartialMatchCore(q, layout, given_cond=True)
-        core._MustUse__silence = True
-        elaborated = core.elaborate(platform)
-        elaborated._MustUse__silence = True
-        subs = {n: sub for n, sub in elaborated._named_submodules.items() if n.startswith("replica_choice")}
-        for sub, _ in subs.values():
-            sub._MustUse__silence = True  # (elaborated by hand, to count them)
-        return list(subs)
-
-    names = copies(None)
-    chunks = -(-q.register_width // CHOICE_CHUNK)
-    with_choice = [s for s in range(q.nfa.n_states)
-                   if len(q.nfa.predecessors[s]) > 1 or (q.nfa.start[s] and q.nfa.predecessors[s])]
-    assert chunks > 1 and len(names) == chunks * len(with_choice) > 0
-    assert not copies(hwsim.Ice40())
-    inputs = [("state", q.payload_width), ("preds", len(single.preds)), ("cond", len(single.cond)),
-              ("tuple", layout.size)]
-    rng = random.Random(len(q.nfa.labels) * 7 + q.register_width)
-    seen = []
-
-    async def bench(ctx):
-        for _ in range(400):
-            for name, width in inputs:
-                value = rng.getrandbits(width)
-                if name == "state":  # (mostly few states on: choices between a few of them)
-                    value &= ~((1 << q.nfa.n_states) - 1) | rng.getrandbits(q.nfa.n_states) & rng.getrandbits(
-                        q.nfa.n_states)
-                ctx.set(Value.cast(getattr(copied, name)), value)
-                ctx.set(Value.cast(getattr(single, name)), value)
-            for name in ("next", "match", "overflow", "ends", "ends_at"):
-                assert ctx.get(getattr(copied, name)) == ctx.get(getattr(single, name)), name
-            seen.append(ctx.get(copied.match))
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
-    assert any(seen) and not all(seen)

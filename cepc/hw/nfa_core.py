@@ -23,7 +23,7 @@ from .ecp5 import RegisteredMult
 from .expr import ExprBuilder, ordered
 from .layouts import field as field_of
 from .layouts import ident
-from .replica import Recomputed, Replica, small_die
+from .replica import Replica
 
 # The conditions' orderings (Conditions): no carry chain longer than this many bits (cepc.hw.expr.ordered)
 COMPARE_CARRY = 16
@@ -38,9 +38,6 @@ COMPARE_CARRY = 16
 # are computed once, from the key's state picked, so every MIN's and MAX's compare is among them
 # (``every_beat``): none is left in the update loop.
 BEATS_MAX = 2
-# On a large die, a state's choice of candidate is computed again for each this many bits of its
-# registers (PartialMatchCore._choice_copies)
-CHOICE_CHUNK = 32
 
 
 class OwnPredicate(wiring.Component):
@@ -686,49 +683,31 @@ class PartialMatchCore(wiring.Component):
                 candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c), beats=beats)
             return candidates[(c, r)]
 
-        def choice(s: int, leaf) -> tuple[list[Value], Value, Value, list[Value]]:
-            """State s's choice: which source's candidate wins (one-hot, in the order of its
-            predecessors), whether a fresh one does, whether s is on, and each source's overflow.
-            ``leaf`` passes each value the choice reads (but constants) through: the identity here,
-            or each in turn from a copy's input (:class:`Recomputed`), in the same order."""
+        vector, new, overflow = [], [], []
+        chosen_by: list[list[tuple[int | None, Value]]] = []  # per state: (candidate, picked)
+        for s in range(n):
             fresh = holds(s, None) if nfa.start[s] else Const(0)
-            if nfa.start[s]:
-                fresh = leaf(fresh)
             sources = list(nfa.predecessors[s])
-            valid, overflow = [], []
+            valid = []
             for p in sources:
                 extend = cond[conds.extend[p]] if p in conds.extend else Const(1)
                 full = cond[conds.full[p]] if p in conds.full else Const(0)
-                v = leaf(active[p]) & leaf(holds(s, p)) & leaf(extend)
-                full = leaf(full)
+                v = active[p] & holds(s, p) & extend
                 overflow.append(v & full)
                 valid.append(v & ~full)
-            wins = _first_best(valid, lambda i, j: leaf(cond[conds.before[(sources[i], sources[j])]]))
+            wins = _first_best(valid, lambda i, j, sources=sources: cond[conds.before[(sources[i], sources[j])]])
             took = _any(valid)
             fresh_wins = fresh & ~took if not q.latest else fresh
             if q.latest and valid:  # a new partial match is the latest of all
                 wins = [w & ~fresh for w in wins]
-            return wins, fresh_wins, fresh | took, overflow
-
-        def identity(value: Value) -> Value:
-            return value
-
-        vector, new, overflow = [], [], []
-        chosen_by: list[list[tuple[int | None, Value]]] = []  # per state: (candidate, picked)
-        for s in range(n):
-            sources = list(nfa.predecessors[s])
-            wins, fresh_wins, took_or_fresh, overflows = choice(s, identity)
-            overflow += overflows
             wins = [wire(w, f"{nfa.labels[s]}_from_{nfa.labels[p]}") for w, p in zip(wins, sources)]
             fresh_wins = wire(fresh_wins, f"{nfa.labels[s]}_fresh")
             on = Signal(name=ident(f"{nfa.labels[s]}_on"))
-            m.d.comb += on.eq(took_or_fresh)
+            m.d.comb += on.eq(fresh | took)
             vector.append(on)
             chosen_by.append(([(None, fresh_wins)] if nfa.start[s] else []) + list(zip(sources, wins)))
-            selects = self._choice_copies(m, s, choice, wins, fresh_wins, platform)
             regs_s = []
             for r, reg in enumerate(regs):
-                wins, fresh_wins = selects[offsets[r] // CHOICE_CHUNK]
                 value = Signal(Shape(reg.width, reg.signed), name=ident(f"{nfa.labels[s]}_{reg.name}"))
                 if sources:
                     # every candidate's update is computed beside the predicates, and the winner's is
@@ -786,44 +765,6 @@ class PartialMatchCore(wiring.Component):
         if self.lookahead:
             self._look_ahead(m, chosen_by, candidate, new_better)
         return m
-
-    def _choice_copies(self, m: Module, s: int, choice, wins: list[Value], fresh_wins: Value,
-                       platform) -> list[tuple[list[Value], Value]]:
-        """The select lines of state s's registers (``wins`` and ``fresh_wins``) for each CHOICE_CHUNK
-        bits of them. On a large die, where s has a choice to make, each chunk's come from a copy of
-        the choice of their own (:class:`Recomputed`): else one net of two gates' logic fans out to
-        every bit of the state's registers across the die (mshape's 176: at a112817 its write's
-        inputs, 58 of them late at seed 2, came through a 3.6 ns route from that net)."""
-        q, nfa = self._q, self._q.nfa
-        chunks = -(-q.register_width // CHOICE_CHUNK)
-        has_choice = len(nfa.predecessors[s]) > 1 or (nfa.start[s] and nfa.predecessors[s])
-        if chunks < 2 or not has_choice or small_die(platform):
-            return [(wins, fresh_wins)] * chunks
-        leaves: list[Value] = []
-
-        def record(value: Value) -> Value:
-            if not isinstance(value, Const):
-                leaves.append(value)
-            return value
-
-        choice(s, record)
-        out_width = len(wins) + 1
-
-        def recompute(d: Value) -> Value:
-            at = iter(range(len(leaves)))
-
-            def replay(value: Value) -> Value:
-                return value if isinstance(value, Const) else d[next(at)]
-            wins_, fresh_, _, _ = choice(s, replay)
-            return Cat(*wins_, fresh_)
-
-        selects = []
-        for c in range(chunks):
-            name = f"{Replica.PREFIX}choice_{ident(self._q.nfa.labels[s])}_{c}"
-            copy = m.submodules[name] = Recomputed(len(leaves), out_width, recompute)
-            m.d.comb += copy.d.eq(Cat(*leaves))
-            selects.append((list(copy.q[:len(wins)]), copy.q[len(wins)]))
-        return selects
 
     def _look_ahead(self, m: Module, chosen_by, candidate, new_better) -> None:
         """``next_cond``: the conditions of ``next`` for ``next_tuple``, each computed from every

@@ -43,22 +43,3 @@ class Replica(wiring.Component):
             m.d.sync += q.eq(self.d)
         m.d.comb += self.q.eq(q)
         return m
-
-
-class Recomputed(wiring.Component):
-    """A copy of some logic of its own: ``q`` is ``fn(d)``, combinationally.
-
-    Where one net of logic fans out to hundreds of loads across the die (the select line of a wide
-    multiplexer), a copy of the logic per group of loads lets each copy sit beside its group, so the
-    long routes end in a few loads rather than hundreds; ``d`` is what the logic reads. Like a
-    :class:`Replica`, its name begins with ``replica_`` so that synthesis keeps it a module of its
-    own and does not merge the copies back into one."""
-
-    def __init__(self, width: int, out_width: int, fn):
-        self._fn = fn
-        super().__init__({"d": wiring.In(width), "q": wiring.Out(out_width)})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.d.comb += self.q.eq(self._fn(self.d))
-        return m
