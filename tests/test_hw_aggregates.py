@@ -861,4 +861,3 @@ def test_the_older_writes_lut_ram_is_read_through_a_copy_of_its_address_per_chun
     assert depths == {16 if update_cycles == 3 else 8}
     Fragment.get(m, None)
     Fragment.get(parts, None)
-

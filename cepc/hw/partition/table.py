@@ -613,9 +613,9 @@ class TablePartitioner(wiring.Component):
             row, row_used = [], []
             for w in range(W):
                 en = bank_en[b][w]
-                # (one bank, the key's always: nothing to clear. At a112817 that clear, from `en`'s copy
-                # and `bank2`, was a synchronous reset fanned out to mshape's 1,087 bits of each way's
-                # word, a 3.5 ns route: 139 of its late inputs at seed 1 of 45eba48)
+                # (one bank, the key's always: nothing to clear, and `clear` is left undriven, zero. That
+                # clear, from `en`'s copy and `bank2`, was a synchronous reset fanned out to mshape's
+                # 1,087 bits of each way's word, a 3.5 ns route: 139 of its late inputs at 45eba48's seed 1)
                 clear = Signal(name=f"bank{b}_way{w}_clear")
                 if self.banks > 1:
                     m.d.comb += clear.eq(en & ~sel2[b])
