@@ -58,7 +58,10 @@ class Endpoints:
                 "worst_ns": self.worst_ns, "registers": self.registers, "groups": [g.to_json() for g in self.groups]}
 
     def summary(self, n: int = 4) -> str:
-        """``33 of 36,529 endpoints miss it, in 8 registers: a (4 inputs, 8.03 ns), b (1 input, 7.79 ns), …``"""
+        """``33 of 36,529 endpoints miss it, in 8 registers: a (4 inputs, 8.03 ns), b (1 input, 7.79 ns), …``,
+        or, where nextpnr's rounding missed a clock every endpoint meets, ``none of 36,529 endpoints misses it``"""
+        if not self.failing:
+            return f"none of {self.total:,} endpoints misses it (the worst arrives at {self.worst_ns:.2f} ns)"
         shown = ", ".join(f"{g.register} ({g.failing} {'input' if g.failing == 1 else 'inputs'}, {g.worst_ns:.2f} ns)"
                           for g in self.groups[:n])
         return (f"{self.failing:,} of {self.total:,} endpoints miss it, in {self.registers:,} "
