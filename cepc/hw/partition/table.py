@@ -613,12 +613,24 @@ class TablePartitioner(wiring.Component):
             row, row_used = [], []
             for w in range(W):
                 en = bank_en[b][w]
-                # (one bank, the key's always: nothing to clear, and `clear` is left undriven, zero. That
-                # clear, from `en`'s copy and `bank2`, was a synchronous reset fanned out to mshape's
-                # 1,087 bits of each way's word, a 3.5 ns route: 139 of its late inputs at 45eba48's seed 1)
-                clear = Signal(name=f"bank{b}_way{w}_clear")
+                # (one bank, the key's always: nothing to clear. That clear, from `en`'s copy and `bank2`,
+                # was a synchronous reset fanned out to mshape's 1,087 bits of each way's word, a 3.5 ns
+                # route: 139 of its late inputs at 45eba48's seed 1)
+                clear = None
                 if self.banks > 1:
+                    clear = Signal(name=f"bank{b}_way{w}_clear")
                     m.d.comb += clear.eq(en & ~sel2[b])
+
+                def load(target, value, en=en, clear=clear):
+                    """``target`` takes ``value`` on ``en``, and zero instead where ``clear``."""
+                    if clear is None:
+                        with m.If(en):
+                            m.d.sync += target.eq(value)
+                        return
+                    with m.If(clear):
+                        m.d.sync += target.eq(0)
+                    with m.Elif(en):
+                        m.d.sync += target.eq(value)
                 # the stored word's registers: the entry, then whether it is in use
                 q = Signal(ew, name=f"bank{b}_way{w}", reset_less=True)  # (v3 says whether it is a key's)
                 u = Signal(name=f"bank{b}_way{w}_used", reset_less=True)
@@ -630,10 +642,7 @@ class TablePartitioner(wiring.Component):
                     ram = RegisteredRam(hi - lo, self.bank_depth)
                     m.submodules[f"bank{b}_way{w}_col{c}"] = ram
                     m.d.comb += [ram.r_addr.eq(read_at[b][w][:low]), ram.r_en.eq(en), ram.o_en.eq(en)]
-                    with m.If(clear):
-                        m.d.sync += stored[lo:hi].eq(0)
-                    with m.Elif(en):
-                        m.d.sync += stored[lo:hi].eq(ram.r_data)
+                    load(stored[lo:hi], ram.r_data)
                     # w1's copy: written again in a stall, which changes nothing (the word is the same)
                     m.d.comb += [ram.w_addr.eq(taken[b][w]["addr"][:low]), ram.w_data.eq(taken[b][w]["stored"][lo:hi]),
                                  ram.w_en.eq(taken[b][w]["en"])]
@@ -646,10 +655,7 @@ class TablePartitioner(wiring.Component):
                     parts = [tag[c:c + COMPARE_CHUNK] == key.q[c:c + COMPARE_CHUNK]
                              for c in range(0, self.tag_width, COMPARE_CHUNK)]
                     t = Signal(len(parts), name=f"bank{b}_way{w}_tagged", reset_less=True)
-                    with m.If(clear):
-                        m.d.sync += t.eq(0)
-                    with m.Elif(en):
-                        m.d.sync += t.eq(Cat(*parts))
+                    load(t, Cat(*parts))
                     bank_tags.append(t.all())
                 row.append(q)
             bank_q.append(row)
