@@ -697,9 +697,10 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         parsed.clocks.sort(key=lambda c: c.name != clock_name)
         parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
         routed = Routed(seed, parsed, router, ripup)
-        if routed.clock is not None and not routed.clock.met and (out / f"{NAME}.sdf").exists():
+        sdf = out / f"{NAME}.sdf"
+        if routed.clock is not None and not routed.clock.met and sdf.exists():
             # (every endpoint that misses the design's clock, from the delays nextpnr timed)
-            routed.endpoints = sta.endpoints((out / f"{NAME}.sdf").read_text(), 1000 / routed.clock.target_mhz)
+            routed.endpoints = sta.endpoints(sdf.read_text(), 1000 / routed.clock.target_mhz)
         return routed
 
     t0 = time.perf_counter()

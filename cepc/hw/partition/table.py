@@ -1203,7 +1203,7 @@ class TablePartitioner(wiring.Component):
                 m.d.comb += read_next.eq(Mux(one_next, history_at + 1, history_at - offset))
                 read3 = Signal(len(history_at), name="history_read3", reset_less=True)
                 # (with zero_half: whether none is the key's, so after a reset too it reads zero)
-                any3 = Signal(name="history_any3", init=int(zero_half))
+                any3 = Signal(name="history_none3" if zero_half else "history_any3", init=int(zero_half))
                 older = Cat(one_next, *mine_next).any()
                 with m.If(self.en):
                     m.d.sync += [read3.eq(read_next), any3.eq(~older if zero_half else older)]
