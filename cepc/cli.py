@@ -288,6 +288,8 @@ def _print_synth(console, s: dict, args) -> None:
         console.print(f"  Fmax {c['name']}: {c['achieved_mhz']:.1f} MHz, target {c['target_mhz']:g} MHz: {verdict}")
     if s.get("endpoints"):  # (every endpoint that misses the design's clock, by register)
         console.print(f"  {s['endpoints']['summary']}", highlight=False)
+        for line in s["endpoints"].get("paths", ()):  # (the worst path into each of the worst registers)
+            console.print(f"    {line}", highlight=False)
     console.print(f"  {s['tuples_per_cycle']:g} tuple/cycle: {s['tuples_per_second_at_fmax'] or 0:,} tuples/s at Fmax, "
                   f"{s['tuples_per_second_at_clock']:,} at the clock; the UART carries {s['tuples_per_second_uart']:,}",
                   highlight=False)

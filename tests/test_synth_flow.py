@@ -196,6 +196,14 @@ def test_several_seeds_are_placed_in_turn_and_the_fastest_kept(tmp_path, capsys)
     assert late["period_ns"] == round(1000 / 100.5, 3) and 0 < late["failing"] <= late["total"]
     assert sum(g["failing"] for g in late["groups"]) <= late["failing"] and late["groups"][0]["worst_ns"] == \
         late["worst_ns"]
+    # the path into the worst register, traced back through the SDF, is nextpnr's critical path: from the
+    # same register, its time in logic and in routes the same (to the rounding of each)
+    worst = late["groups"][0]
+    from cepc.synth.sta import _register
+    assert worst["source"] == _register(path["start"])
+    assert abs(worst["routing_ns"] - path["routing_ns"]) <= 0.011 and abs(worst["logic_ns"] - path["logic_ns"]) <= 0.011
+    assert late["paths"][0].startswith(f"{worst['register']} ← {worst['source']}: {worst['worst_ns']:.2f} ns, ")
+    assert " ".join(late["paths"][0].split()) in " ".join(err.split())  # (printed under the summary)
     assert all(run["endpoints_failing"] > 0 for run in runs)
     assert f"; {late['summary']}" in " ".join(err.split()) and late["summary"].startswith(
         f"{late['failing']:,} of {late['total']:,} endpoints miss it, in ")

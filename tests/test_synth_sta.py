@@ -61,4 +61,29 @@ def test_a_clock_every_endpoint_meets_leaves_none_and_a_slower_one_all():
     e = sta.endpoints(SDF, 1.0)
     assert e.failing == 3 and e.registers == 2 and e.groups[0].register == "q_partitioner.state5"
     assert e.groups[0].failing == 2  # (its two bits: one register)
-    assert e.to_json()["groups"][0] == {"register": "q_partitioner.state5", "worst_ns": 5.6, "failing": 2}
+    assert e.to_json()["groups"][0] == {"register": "q_partitioner.state5", "worst_ns": 5.6, "failing": 2,
+                                        "source": "q_partitioner.a", "levels": 0, "logic_ns": 0.6, "routing_ns": 5.0}
+
+
+def test_the_worst_path_into_each_late_register_from_where_it_starts():
+    # a → LUT → LUT → b's input (3.45 ns with the setup), and a route straight from c into b's enable
+    # (2.0 ns): b's worst input is the first, 2 logic levels, whose routes take 2.2 ns
+    clock = "".join(wire("\\$gbuf\\$clk/Z", f"{D}.{r}_TRELLIS_FF_Q/CLK", 700) for r in "abc")
+    routes = (wire(f"{D}.a_TRELLIS_FF_Q/Q", f"{D}.one_LUT4_Z/A", 1200) + wire(f"{D}.one_LUT4_Z/Z", f"{D}.two_LUT4_Z/B", 600)
+              + wire(f"{D}.two_LUT4_Z/Z", f"{D}.b_TRELLIS_FF_Q/DI", 400)
+              + wire(f"{D}.c_TRELLIS_FF_Q/Q", f"{D}.b_TRELLIS_FF_Q/CE", 1350))
+    sdf = ("(DELAYFILE\n  (SDFVERSION \"3.0\")\n  (TIMESCALE 1ps)\n  (CELL\n    (CELLTYPE \"top\")\n    (INSTANCE )\n"
+           "    (DELAY\n      (ABSOLUTE\n" + clock + routes + "      )\n    )\n  )\n"
+           + "".join(ff(f"{D}.{r}_TRELLIS_FF_Q") for r in "abc")
+           + cell("TRELLIS_COMB", f"{D}.one_LUT4_Z", [("A", "Z", 300)])
+           + cell("TRELLIS_COMB", f"{D}.two_LUT4_Z", [("B", "Z", 350)]) + ")\n")
+    e = sta.endpoints(sdf, 3.0)
+    assert e.failing == 1 and e.worst_ns == 3.45
+    g = e.groups[0]
+    assert (g.register, g.source, g.levels, g.logic_ns, g.routing_ns) == \
+        ("q_partitioner.b", "q_partitioner.a", 2, 1.25, 2.2)
+    assert e.paths() == ["q_partitioner.b ← q_partitioner.a: 3.45 ns, 2 logic levels (1.25 ns logic, 2.20 ns routing)"]
+    assert e.to_json()["groups"][0]["source"] == "q_partitioner.a"
+    # at a faster clock both of b's inputs miss it, and the path given is still the worst's
+    e = sta.endpoints(sdf, 1.9)
+    assert e.groups[0].failing == 2 and (e.groups[0].source, e.groups[0].levels) == ("q_partitioner.a", 2)

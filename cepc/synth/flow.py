@@ -714,6 +714,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     if routed.endpoints is not None:  # (the design's clock missed: where)
         summary["endpoints"] = routed.endpoints.to_json()
         summary["endpoints"]["summary"] = routed.endpoints.summary()
+        summary["endpoints"]["paths"] = routed.endpoints.paths()  # (the worst path into each of the worst four)
     if runs:  # (several seeds: each one's clock, in the order tried)
         summary["seeds"] = runs
     summary["router"] = router or "router1"  # nextpnr-ice40's default

@@ -31,11 +31,24 @@ _SETUP = re.compile(r"\((?:SETUPHOLD|SETUP) \((?:posedge|negedge) (\S+)\) \(pose
 
 @dataclass(frozen=True)
 class EndpointGroup:
-    """A register's inputs that arrive late: its worst arrival (setup included) and how many miss."""
+    """A register's inputs that arrive late: its worst arrival (setup included) and how many miss, and
+    the path into its worst input: the register it starts from (``source``), the cells it crosses
+    (``levels``: a carry chain's cells each) and its time in them (with the clock to output and the
+    setup: ``logic_ns``) and in routes (``routing_ns``)."""
 
     register: str
     worst_ns: float
     failing: int
+    source: str = ""
+    levels: int = 0
+    logic_ns: float = 0.0
+    routing_ns: float = 0.0
+
+    def path_text(self) -> str:
+        """``a.b ← a.c: 8.03 ns, 5 logic levels (1.70 ns logic, 6.33 ns routing)``"""
+        return (f"{self.register} ← {self.source}: {self.worst_ns:.2f} ns, {self.levels} logic "
+                f"{'level' if self.levels == 1 else 'levels'} ({self.logic_ns:.2f} ns logic, "
+                f"{self.routing_ns:.2f} ns routing)")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -56,6 +69,10 @@ class Endpoints:
     def to_json(self) -> dict:
         return {"period_ns": self.period_ns, "total": self.total, "failing": self.failing,
                 "worst_ns": self.worst_ns, "registers": self.registers, "groups": [g.to_json() for g in self.groups]}
+
+    def paths(self, n: int = 4) -> list[str]:
+        """The worst path into each of the ``n`` worst registers, one line each (:meth:`EndpointGroup.path_text`)."""
+        return [g.path_text() for g in self.groups[:n]]
 
     def summary(self, n: int = 4) -> str:
         """``33 of 36,529 endpoints miss it, in 8 registers: a (4 inputs, 8.03 ns), b (1 input, 7.79 ns), …``,
@@ -87,7 +104,7 @@ def _register(instance: str) -> str:
 def endpoints(sdf: str, period_ns: float) -> Endpoints:
     """The design clock's endpoints in ``sdf`` (nextpnr's, in ps) against a clock of ``period_ns``."""
     instance = None
-    arcs = defaultdict(list)  # (instance, pin) -> [((instance, pin), delay)]
+    arcs = defaultdict(list)  # (instance, pin) -> [((instance, pin), delay, whether a route)]
     setup: dict[tuple[str, str], int] = {}
     clock_pins: dict[str, set] = defaultdict(set)
     for line in sdf.splitlines():
@@ -96,10 +113,10 @@ def endpoints(sdf: str, period_ns: float) -> Endpoints:
             instance = s[len("(INSTANCE"):].rstrip(")").strip()
         elif s.startswith("(IOPATH"):
             a, b, d = _IOPATH.match(s).group(1, 2, 5)
-            arcs[(instance, a)].append(((instance, b), int(d)))
+            arcs[(instance, a)].append(((instance, b), int(d), False))
         elif s.startswith("(INTERCONNECT"):
             a, b, d = _INTERCONNECT.match(s).group(1, 2, 5)
-            arcs[_pin(a)].append((_pin(b), int(d)))
+            arcs[_pin(a)].append((_pin(b), int(d), True))
         elif s.startswith("(SETUP"):
             m = _SETUP.match(s)
             if m:
@@ -111,36 +128,57 @@ def endpoints(sdf: str, period_ns: float) -> Endpoints:
         return pin in clock_pins[inst] or pin in CLOCK_PINS
 
     # each instance's clock: what drives its clock pin; the design's, the one that clocks the most
-    clock_of = {b[0]: a[0] for a, loads in arcs.items() for b, _ in loads if is_clock(*b)}
+    clock_of = {b[0]: a[0] for a, loads in arcs.items() for b, _, _ in loads if is_clock(*b)}
     design_clock = Counter(clock_of.values()).most_common(1)[0][0] if clock_of else None
-    # a clock pin's arcs within its cell launch (clock to output); every other arc is a delay
+    # a clock pin's arcs within its cell launch (clock to output); every other arc is a delay. Each
+    # pin's latest arrival remembers the arc it came by (`came`: None where a register launched it)
     graph: dict[tuple[str, str], list] = defaultdict(list)
     arrival: dict[tuple[str, str], int] = {}
+    came: dict[tuple[str, str], tuple | None] = {}
     for (inst, a), loads in arcs.items():
-        if not is_clock(inst, a) or not any(b[0] == inst for b, _ in loads):
+        if not is_clock(inst, a) or not any(b[0] == inst for b, _, _ in loads):
             graph[(inst, a)].extend(loads)
             continue
         if clock_of.get(inst) == design_clock:
-            for b, d in loads:
-                arrival[b] = max(arrival.get(b, 0), d)
-    indegree: Counter = Counter(b for loads in graph.values() for b, _ in loads)
+            for b, d, _ in loads:
+                if d > arrival.get(b, -1):
+                    arrival[b], came[b] = d, None
+    indegree: Counter = Counter(b for loads in graph.values() for b, _, _ in loads)
     ready = deque(n for n in set(graph) | set(arrival) if indegree[n] == 0)
     while ready:
         n = ready.popleft()
-        for b, d in graph.get(n, ()):
+        for b, d, route in graph.get(n, ()):
             if n in arrival and arrival[n] + d > arrival.get(b, -1):
-                arrival[b] = arrival[n] + d
+                arrival[b], came[b] = arrival[n] + d, (n, d, route)
             indegree[b] -= 1
             if indegree[b] == 0:
                 ready.append(b)
+
+    def path_into(pin: tuple[str, str], total: int) -> dict:
+        """The latest path into ``pin``, back to the register that launched it: that register, the
+        cells crossed, the time in routes, the rest (clock to output, cells, setup) in logic."""
+        routing, levels = 0, 0
+        while came.get(pin) is not None:
+            pin, d, route = came[pin]
+            if route:
+                routing += d
+            else:  # (an arc through a cell: a carry chain's cell each time the carry crosses it)
+                levels += 1
+        return {"source": _register(pin[0]), "levels": levels, "logic_ns": round((total - routing) / 1000, 2),
+                "routing_ns": round(routing / 1000, 2)}
+
     ends = [(arrival[p] + s, p) for p, s in setup.items() if p in arrival and clock_of.get(p[0]) == design_clock]
     late: dict[str, list[int]] = defaultdict(list)
+    worst: dict[str, tuple[int, tuple[str, str]]] = {}
     period = period_ns * 1000
-    for t, (inst, _) in ends:
+    for t, pin in ends:
         if t > period:
-            late[_register(inst)].append(t)
-    groups = sorted((EndpointGroup(reg, round(max(ts) / 1000, 2), len(ts)) for reg, ts in late.items()),
-                    key=lambda g: (-g.worst_ns, -g.failing, g.register))
+            reg = _register(pin[0])
+            late[reg].append(t)
+            if t > worst.get(reg, (-1,))[0]:
+                worst[reg] = (t, pin)
+    groups = sorted((EndpointGroup(reg, round(max(ts) / 1000, 2), len(ts), **path_into(worst[reg][1], worst[reg][0]))
+                     for reg, ts in late.items()), key=lambda g: (-g.worst_ns, -g.failing, g.register))
     return Endpoints(period_ns=round(period_ns, 3), total=len(ends), failing=sum(g.failing for g in groups),
                      worst_ns=round(max((t for t, _ in ends), default=0) / 1000, 2), registers=len(groups),
                      groups=tuple(groups[:GROUPS]))
