@@ -168,17 +168,16 @@ def endpoints(sdf: str, period_ns: float) -> Endpoints:
                 "routing_ns": round(routing / 1000, 2)}
 
     ends = [(arrival[p] + s, p) for p, s in setup.items() if p in arrival and clock_of.get(p[0]) == design_clock]
-    late: dict[str, list[int]] = defaultdict(list)
-    worst: dict[str, tuple[int, tuple[str, str]]] = {}
+    late: Counter = Counter()  # per register, its inputs that miss the clock
+    worst: dict[str, tuple[int, tuple[str, str]]] = {}  # and the latest of them
     period = period_ns * 1000
     for t, pin in ends:
         if t > period:
             reg = _register(pin[0])
-            late[reg].append(t)
-            if t > worst.get(reg, (-1,))[0]:
-                worst[reg] = (t, pin)
-    groups = sorted((EndpointGroup(reg, round(max(ts) / 1000, 2), len(ts), **path_into(worst[reg][1], worst[reg][0]))
-                     for reg, ts in late.items()), key=lambda g: (-g.worst_ns, -g.failing, g.register))
+            late[reg] += 1
+            worst[reg] = max(worst.get(reg, (t, pin)), (t, pin))
+    groups = sorted((EndpointGroup(reg, round(t / 1000, 2), late[reg], **path_into(pin, t)) for reg, (t, pin) in worst.items()),
+                    key=lambda g: (-g.worst_ns, -g.failing, g.register))
     return Endpoints(period_ns=round(period_ns, 3), total=len(ends), failing=sum(g.failing for g in groups),
                      worst_ns=round(max((t for t, _ in ends), default=0) / 1000, 2), registers=len(groups),
                      groups=tuple(groups[:GROUPS]))
