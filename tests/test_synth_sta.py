@@ -21,12 +21,16 @@ def ff(name: str) -> str:
     return cell("TRELLIS_FF", name, [("CLK", "Q", 500)], [("DI", "CLK", 100), ("CE", "CLK", 150)])
 
 
+def delayfile(wires: str, cells: str) -> str:
+    """An SDF: the top's ``wires`` (INTERCONNECTs), then ``cells``."""
+    return ("(DELAYFILE\n  (SDFVERSION \"3.0\")\n  (TIMESCALE 1ps)\n  (CELL\n    (CELLTYPE \"top\")\n    (INSTANCE )\n"
+            "    (DELAY\n      (ABSOLUTE\n" + wires + "      )\n    )\n  )\n" + cells + ")\n")
+
+
 D = "link.design.q_partitioner"
-SDF = (
-    "(DELAYFILE\n  (SDFVERSION \"3.0\")\n  (TIMESCALE 1ps)\n  (CELL\n    (CELLTYPE \"top\")\n    (INSTANCE )\n"
-    "    (DELAY\n      (ABSOLUTE\n"
+SDF = delayfile(
     # the design's clock reaches four registers' bits, the host link's one
-    + "".join(wire("\\$gbuf\\$clk/Z", f"{r}/CLK", 700) for r in (
+    "".join(wire("\\$gbuf\\$clk/Z", f"{r}/CLK", 700) for r in (
         f"{D}.a_TRELLIS_FF_Q", f"{D}.state5_TRELLIS_FF_Q_1", f"{D}.state5_TRELLIS_FF_Q_2",
         f"{D}.d\\$309_TRELLIS_FF_Q_7", f"{D}.replica_pick3.q_TRELLIS_FF_Q"))
     + wire("\\$gbuf\\$link_clk/Z", "link.link.tx_TRELLIS_FF_Q/CLK", 700)
@@ -36,12 +40,10 @@ SDF = (
     + wire(f"{D}.a_TRELLIS_FF_Q/Q", f"{D}.state5_TRELLIS_FF_Q_2/DI", 5000)
     + wire(f"{D}.a_TRELLIS_FF_Q/Q", f"{D}.d\\$309_TRELLIS_FF_Q_7/CE", 4000)
     # the host link's register into the design's copy: another clock, not timed here
-    + wire("link.link.tx_TRELLIS_FF_Q/Q", f"{D}.replica_pick3.q_TRELLIS_FF_Q/DI", 9000)
-    + "      )\n    )\n  )\n"
-    + ff(f"{D}.a_TRELLIS_FF_Q") + ff(f"{D}.state5_TRELLIS_FF_Q_1") + ff(f"{D}.state5_TRELLIS_FF_Q_2")
+    + wire("link.link.tx_TRELLIS_FF_Q/Q", f"{D}.replica_pick3.q_TRELLIS_FF_Q/DI", 9000),
+    ff(f"{D}.a_TRELLIS_FF_Q") + ff(f"{D}.state5_TRELLIS_FF_Q_1") + ff(f"{D}.state5_TRELLIS_FF_Q_2")
     + ff(f"{D}.d\\$309_TRELLIS_FF_Q_7") + ff(f"{D}.replica_pick3.q_TRELLIS_FF_Q") + ff("link.link.tx_TRELLIS_FF_Q")
-    + cell("TRELLIS_COMB", f"{D}.lut_LUT4_Z", [("A", "Z", 300)])
-    + ")\n")
+    + cell("TRELLIS_COMB", f"{D}.lut_LUT4_Z", [("A", "Z", 300)]))
 
 
 def test_every_late_input_of_the_design_clock_by_register():
@@ -72,11 +74,9 @@ def test_the_worst_path_into_each_late_register_from_where_it_starts():
     routes = (wire(f"{D}.a_TRELLIS_FF_Q/Q", f"{D}.one_LUT4_Z/A", 1200) + wire(f"{D}.one_LUT4_Z/Z", f"{D}.two_LUT4_Z/B", 600)
               + wire(f"{D}.two_LUT4_Z/Z", f"{D}.b_TRELLIS_FF_Q/DI", 400)
               + wire(f"{D}.c_TRELLIS_FF_Q/Q", f"{D}.b_TRELLIS_FF_Q/CE", 1350))
-    sdf = ("(DELAYFILE\n  (SDFVERSION \"3.0\")\n  (TIMESCALE 1ps)\n  (CELL\n    (CELLTYPE \"top\")\n    (INSTANCE )\n"
-           "    (DELAY\n      (ABSOLUTE\n" + clock + routes + "      )\n    )\n  )\n"
-           + "".join(ff(f"{D}.{r}_TRELLIS_FF_Q") for r in "abc")
-           + cell("TRELLIS_COMB", f"{D}.one_LUT4_Z", [("A", "Z", 300)])
-           + cell("TRELLIS_COMB", f"{D}.two_LUT4_Z", [("B", "Z", 350)]) + ")\n")
+    sdf = delayfile(clock + routes, "".join(ff(f"{D}.{r}_TRELLIS_FF_Q") for r in "abc")
+                    + cell("TRELLIS_COMB", f"{D}.one_LUT4_Z", [("A", "Z", 300)])
+                    + cell("TRELLIS_COMB", f"{D}.two_LUT4_Z", [("B", "Z", 350)]))
     e = sta.endpoints(sdf, 3.0)
     assert e.failing == 1 and e.worst_ns == 3.45
     g = e.groups[0]
