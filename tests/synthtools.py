@@ -50,8 +50,9 @@ def assert_flow_report(out: Path, report: Path, err: str, board: str, freq: str,
         assert r["placer"] == "static"
     else:
         assert r["placer"] == "heap"  # --placer auto: HeAP, as these take a small share of the flip-flops
-    # Yosys maps for the part's timing, and without emulating reads during writes beside block RAM
+    # Yosys maps for the part's timing (products onto the UltraPlus's DSPs), and without emulating
+    # reads during writes beside block RAM
     script = (out / "cepc_board.ys").read_text()
-    assert ("synth_ice40 -dffe_min_ce_use 4 -device u " in script) == (board == "icebreaker")
+    assert ("synth_ice40 -dsp -dffe_min_ce_use 4 -device u " in script) == (board == "icebreaker")
     assert "setparam -set RD_COLLISION_X_MASK 1'1 t:$mem_v2 a:cepc_no_collisions %i" in script
     return r

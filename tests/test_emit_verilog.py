@@ -42,6 +42,23 @@ def test_every_example_lints_clean(query, bus_width, partitions, tmp_path):
     assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr
 
 
+def test_a_top_with_two_beat_fifos_lints_clean(tmp_path):
+    # (the UP5K's FIFOs behind the pipeline partitioner, where full words do not fit its block RAM:
+    # `cepc synth` builds them; cepc.hw.fifo.TwoBeatFifo)
+    from cepc.emit.verilog import emit
+    from cepc.hw.top import Top
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse_file
+    from cepc.nfa.lower import lower
+
+    design = lower(check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql")))
+    top = Top(design, bus_width=8, partitions=4, two_beat_fifos=True)
+    emit(design, top, tmp_path / "cepc_top.v", "verilog", "cepc_top", {"two_beat_fifos": True})
+    result = lint(tmp_path / "cepc_top.v")
+    assert result.returncode == 0, result.stderr
+    assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr
+
+
 # quoted names that are no identifiers (fields, queries), a field "a b", signed registers: every name
 # reaches Yosys's RTLIL reader as an identifier (a space in one was a parse error)
 FIXTURES = [ROOT / "tests" / "fixtures" / "vhdl" / name for name in ("awkward.sql", "partial_matches.sql")]

@@ -9,7 +9,7 @@ import pytest
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.sim import Simulator
 
-from cepc.hw.fifo import BlockRamFifo, OutputFifo
+from cepc.hw.fifo import BlockRamFifo, OutputFifo, TwoBeatFifo
 
 
 def clocked(dut, bench):
@@ -171,3 +171,94 @@ def test_the_ice40_fifo_memory_never_reads_the_word_being_written():
 
     clocked(dut, bench)
     assert seen["reads"] > 500 and seen["writes"] > 500
+
+
+def every_other(dut, writes: float, reads: float, cycles: int, seed: int, width: int):
+    """Random writes, never in two cycles running (the pipeline partitioner's rate) and into a full
+    FIFO too (refused), each word held through the cycle after, and random reads: (words read, words
+    accepted, per-cycle trace, memory ports)."""
+    rng = random.Random(seed)
+    written, read, trace, ports = [], [], [], []
+
+    async def bench(ctx):
+        last, word, predicted = False, 0, None
+        for _ in range(cycles):
+            w = not last and rng.random() < writes
+            word = word if last else rng.getrandbits(width)
+            ctx.set(dut.w_en, w)
+            ctx.set(dut.w_data, word)
+            ctx.set(dut.r_en, rng.random() < reads)
+            await ctx.delay(1e-9)
+            level, rdy, data, r = ctx.get(dut.w_level), ctx.get(dut.r_rdy), ctx.get(dut.r_data), ctx.get(dut.r_en)
+            if predicted is not None:  # (the flag after the last edge, as predicted before it)
+                assert rdy == predicted
+            predicted = ctx.get(dut.r_rdy_next)
+            trace.append((level, ctx.get(dut.w_rdy), rdy, data if rdy else None, r))
+            ports.append((ctx.get(dut.w_port.en), ctx.get(dut.w_port.addr), ctx.get(dut.r_port.en),
+                          ctx.get(dut.r_port.addr)))
+            if w and ctx.get(dut.w_rdy):
+                written.append(word)
+            if r and rdy:
+                read.append(data)
+            last = w
+            await ctx.tick()
+
+    clocked(dut, bench)
+    return read, written, trace, ports
+
+
+@pytest.mark.parametrize("width, depth, writes, reads, seed", [(11, 16, 0.5, 0.5, 21), (12, 16, 0.9, 0.2, 22),
+                                                               (289, 16, 0.4, 0.9, 23), (7, 3, 0.9, 0.6, 24),
+                                                               (2, 2, 0.8, 0.8, 25)])
+def test_the_two_beat_fifo_gives_every_word_whole_once_in_order(width, depth, writes, reads, seed):
+    # each word is stored as two halves (odd widths: the high half a bit narrower), and read back whole
+    dut = TwoBeatFifo(width, depth)
+    read, written, trace, ports = every_other(dut, writes, reads, 1500, seed, width)
+    assert len(read) > 100
+    assert read == written[:len(read)] and len(written) - len(read) <= depth
+    for (_, _, rdy, data, r), (_, _, rdy2, data2, _) in zip(trace, trace[1:]):
+        if rdy and not r:  # the head stays offered, unchanged, until taken
+            assert rdy2 and data2 == data
+    # the level counts a word from its write until it is taken, and refuses writes when full
+    levels = [level for level, *_ in trace]
+    assert max(levels) <= depth and all(w_rdy == (level != depth) for level, w_rdy, *_ in trace)
+    assert 0 in levels and (depth in levels or writes <= reads)
+    # what NO_COLLISIONS promises Yosys: a half is never read where one is being written
+    assert not any(w_en and r_en and w_addr == r_addr for w_en, w_addr, r_en, r_addr in ports)
+
+
+def test_the_two_beat_fifo_offers_a_word_a_cycle_after_the_block_ram_fifo_and_one_every_other_cycle():
+    flags = []
+    for dut in (BlockRamFifo(20, 16), TwoBeatFifo(20, 16)):
+        seen = []
+
+        async def bench(ctx, dut=dut, seen=seen):
+            ctx.set(dut.w_data, 0x5A5A5)  # (held)
+            ctx.set(dut.w_en, 1)
+            await ctx.tick()
+            ctx.set(dut.w_en, 0)
+            for _ in range(3):
+                seen.append(ctx.get(dut.r_rdy))
+                await ctx.tick()
+
+        clocked(dut, bench)
+        flags.append(seen)
+    # written at the first edge: offered after the second (block RAM's) or the third (two halves)
+    assert flags == [[0, 1, 1], [0, 0, 1]]
+
+    dut, taken = TwoBeatFifo(20, 16), []
+
+    async def drain(ctx):
+        for i in range(3):  # three words, every other cycle
+            ctx.set(dut.w_data, 0xABCD0 + i)
+            ctx.set(dut.w_en, 1)
+            await ctx.tick()
+            ctx.set(dut.w_en, 0)
+            await ctx.tick()
+        ctx.set(dut.r_en, 1)  # a reader always ready
+        for _ in range(8):
+            taken.append(ctx.get(dut.r_data) if ctx.get(dut.r_rdy) else None)
+            await ctx.tick()
+
+    clocked(dut, drain)
+    assert taken == [0xABCD0, None, 0xABCD1, None, 0xABCD2, None, None, None]

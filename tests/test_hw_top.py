@@ -135,8 +135,10 @@ def test_full_partitioner_drops_and_spills_every_unplaced_tuple():
     assert all(any(s == {k: r[k] for k in s} for r in rows) for s in spilled)
 
 
-@pytest.mark.parametrize("partitioner, platform", [("pipeline", None), ("table", None), ("table", hwsim.Ice40())])
-def test_a_spilled_tuple_gives_no_record_and_spills_once(partitioner, platform):
+@pytest.mark.parametrize("partitioner, platform, two_beat", [("pipeline", None, False), ("table", None, False),
+                                                             ("table", hwsim.Ice40(), False),
+                                                             ("pipeline", hwsim.Ice40(), True)])
+def test_a_spilled_tuple_gives_no_record_and_spills_once(partitioner, platform, two_beat):
     # AFTER MATCH CONTINUE: each key's "a" both matches (P0) and leaves a partial match (P3*) to
     # keep, so a key with no room has its "a" spilled, and its record goes with it; its "d" later
     # starts nothing and is neither kept nor spilled. Stalls must not spill a tuple twice.
@@ -145,9 +147,10 @@ def test_a_spilled_tuple_gives_no_record_and_spills_once(partitioner, platform):
     n = 40
     frame = keyed_frame("a" * n + "d" * n, list(range(n)) * 2)
     data = b"".join(design.tuple.to_bytes(r) for r in frame.to_dict("records"))
-    # (on the iCE40, the output and spill FIFOs are block RAM's, offered from its output latch: BlockRamFifo)
+    # (on the iCE40, the output and spill FIFOs are block RAM's, offered from its output latch: BlockRamFifo;
+    # or, behind the pipeline partitioner, a word in two halves: TwoBeatFifo)
     result = hwsim.simulate(design, [hwsim.beats(data, 32)], bus_width=32, partitions=2, partitioner=partitioner,
-                            backpressure=0.9, platform=platform)
+                            backpressure=0.9, platform=platform, two_beat_fifos=two_beat)
     spilled = [design.tuple.unpack(w) for w in result.spilled]
     spilled_keys = [s["k"] for s in spilled]
     assert all(s["c"] == "a" for s in spilled)
@@ -155,6 +158,37 @@ def test_a_spilled_tuple_gives_no_record_and_spills_once(partitioner, platform):
     placed = sorted(set(range(n)) - set(spilled_keys))
     assert placed
     assert sorted(r["seq"] for r in result.records) == placed + [n + k for k in placed]
+
+
+def test_wide_records_through_two_beat_fifos_match_the_reference():
+    # finance0's 289-bit records and 160-bit tuples, each stored as two halves (the iCE40's FIFOs behind
+    # the pipeline partitioner: TwoBeatFifo), under backpressure and stalls: every record whole, in order
+    import random
+
+    c = check(parse_file(ROOT / "examples" / "finance" / "finance0" / "finance0.sql"))
+    rng = random.Random(9)
+    prices, rows = {"IBM": 10000, "ACME": 5000, "XYZ": 700}, []
+    for i in range(240):
+        symbol = rng.choice(sorted(prices))
+        prices[symbol] = max(1, prices[symbol] + rng.choice([-15, -5, 5, 10, 20, 25]))
+        rows.append({"time": 100 * i, "symbol": symbol, "price": prices[symbol],
+                     "volume": rng.choice([1000, 6000, 9000])})
+    frame = pd.DataFrame(rows)
+    for seed, backpressure in ((1, 0.0), (2, 0.6)):
+        result = hwsim.run_and_compare(c, frame, bus_width=32, partitions=4, partitioner="pipeline", stall=0.2,
+                                       backpressure=backpressure, seed=seed, platform=hwsim.Ice40(),
+                                       two_beat_fifos=True)
+        assert len(result.records) > 10
+
+
+def test_two_beat_fifos_are_the_pipeline_partitioners():
+    design = lower(check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql")))
+    with pytest.raises(ValueError, match="pipeline partitioner"):
+        Top(design, partitioner="table", two_beat_fifos=True)
+    # a record a cycle later than through the block RAM FIFO
+    top = Top(design, partitions=4, two_beat_fifos=True)
+    top._MustUse__silence = True  # (only its latency is asked)
+    assert top.latency == latency(design, 4) + 1
 
 
 def test_malformed_packets_are_counted_and_framing_resyncs():

@@ -59,16 +59,21 @@ def test_auto_leaves_room_for_the_fifos_and_the_buffer():
     choice = sizing.choose(msh, UP5K, reserved=reserved)
     assert choice.partitioner == "pipeline"
     assert "not even a 64-entry table fits the 1 of" in choice.reason
-    # and a pipeline of 2: the delay line of 16 would be a ring of 15 163-bit payloads in 11 blocks,
-    # and one of 4 registers is too many flip-flops (network's, measured: 103 % of the logic cells)
+    # and a pipeline of 1: the delay line of 16 would be a ring of 15 163-bit payloads in 11 blocks, so
+    # at most a line of 2 registers (one of 4 is too many flip-flops: network's, measured, 103 % of the
+    # logic cells), and an element of 1,094 flip-flops takes a sixth of the UP5K's 5,280 (two of them
+    # and the rest of mshape took 8,900 logic cells)
     assert sizing.payload_bits(msh) == 163 and UP5K.blocks_for(15, 163) == 11
-    assert choice.partitions == sizing.REGISTER_PIPELINE == 2
-    assert "its delay line in registers: a longer one would take 11 SB_RAM40_4Ks" in choice.reason
-    # where the ring fits (or is LUT RAM), the pipeline keeps its default length
+    assert sizing.element_bits(msh) == 32 + 1062 and sizing.elements_fitting(msh, UP5K) == 1
+    assert choice.partitions == 1 and sizing.REGISTER_PIPELINE == 2
+    assert "1 partition of 1,094 flip-flops: 17% of ice40up5k's 5,280 at most" in choice.reason
+    # where the ring fits (or is LUT RAM), the flip-flops' cap alone: 12 of mshape's elements take a
+    # sixth of the 85F's 83,640 flip-flops; marathon's 25-bit ones keep the default length
     roomy = sizing.Reserved(fifos=0, buffer=0)
-    assert sizing.pipeline_length(msh, UP5K, roomy) == sizing.pipeline_length(msh, ECP5, reserved) == 16
+    assert sizing.pipeline_length(msh, ECP5, reserved) == 12 and sizing.pipeline_length(msh, UP5K, roomy) == 1
     # marathon: 12 blocks of FIFOs, 4 of buffer, its table the 14 left
     mar = design("marathon/marathon.sql")
+    assert sizing.pipeline_length(mar, UP5K, roomy) == 16  # (25-bit elements)
     reserved = sizing.reserved_blocks(mar, UP5K, 2048)
     choice = sizing.choose(mar, UP5K, reserved=reserved)
     assert choice.partitioner == "table" and choice.partitions == 4096
@@ -112,16 +117,53 @@ def test_auto_falls_back_to_the_pipeline_only_when_the_tables_logic_does_not_fit
         assert placed == [("table", 256)]
 
 
-def test_a_design_whose_fifos_alone_do_not_fit_fails_before_yosys(tmp_path, capsys):
+def test_fifos_too_wide_for_block_ram_are_stored_as_two_halves_behind_the_pipeline():
+    # finance0 on the UP5K: its FIFOs' full words (19 blocks for the 289-bit records, 10 for the tuples)
+    # and the buffer take 33 of 30; as two halves a word, 10 and 5
     fin = design("finance/finance0/finance0.sql")
-    assert sizing.reserved_blocks(fin, UP5K, 2048).blocks == 33
+    assert sizing.reserved_blocks(fin, UP5K, 2048) == sizing.Reserved(fifos=29, buffer=4)
+    assert sizing.reserved_blocks(fin, UP5K, 2048, two_beat=True) == sizing.Reserved(fifos=15, buffer=4, two_beat=True)
+    reserved = sizing.fitting_fifos(fin, UP5K, 2048, "auto")
+    assert reserved.two_beat and reserved.blocks == 19
+    assert sizing.fitting_fifos(fin, UP5K, 2048, "pipeline") == reserved
+    assert sizing.fitting_fifos(fin, UP5K, 2048, "table") is None  # (a tuple a cycle: a word a cycle)
+    choice = sizing.choose(fin, UP5K, reserved=reserved)
+    assert (choice.partitioner, choice.partitions, choice.two_beat_fifos) == ("pipeline", 1, True)
+    assert "fit ice40up5k's block RAM only as two halves a word" in choice.reason
+    assert sizing.choose(fin, UP5K, "pipeline", 2, reserved=reserved).two_beat_fifos
+    with pytest.raises(ValueError, match="two halves a word, behind the pipeline"):
+        sizing.choose(fin, UP5K, "table", reserved=reserved)
+    # where full words fit, or the device has LUT RAM, they stay full words
+    msh = design("mshape/mshape.sql")
+    assert sizing.fitting_fifos(msh, UP5K, 2048, "auto") == sizing.reserved_blocks(msh, UP5K, 2048)
+    assert not sizing.fitting_fifos(fin, ECP5, 2048, "auto").two_beat
+
+
+def test_synth_places_finance0_on_the_up5k_behind_the_pipeline_with_two_beat_fifos(monkeypatch, tmp_path):
+    from cepc.lang.parse import parse_file as parse
+    from cepc.synth import flow
+
+    chosen, notes = [], []
+    monkeypatch.setattr(flow, "_place_fastest", lambda design, choice, *args: chosen.append(choice) or "placed")
+    checked = check(parse(ROOT / "examples" / "finance" / "finance0" / "finance0.sql"))
+    assert flow.synthesize(checked, flow.SynthOptions(board="icebreaker", out_dir=tmp_path), notes.append) == "placed"
+    assert [(c.partitioner, c.partitions, c.two_beat_fifos) for c in chosen] == [("pipeline", 1, True)]
+    assert any("two halves a word" in n for n in notes)
+    chosen.clear()  # (two partitions, as asked: the FIFOs still two halves a word)
+    flow.synthesize(checked, flow.SynthOptions(board="icebreaker", out_dir=tmp_path, partitions=2), notes.append)
+    assert [(c.partitioner, c.partitions, c.two_beat_fifos) for c in chosen] == [("pipeline", 2, True)]
+
+
+def test_a_design_whose_fifos_alone_do_not_fit_fails_before_yosys(tmp_path, capsys):
+    # finance0's FIFOs fit the UP5K only as two halves a word, behind the pipeline partitioner
     rc = main(["synth", str(ROOT / "examples" / "finance" / "finance0" / "finance0.sql"), "--board", "icebreaker",
-               "-o", str(tmp_path)])
+               "--partitioner", "table", "-o", str(tmp_path)])
     assert rc == 1
     err = capsys.readouterr().err
     assert re.search(r"^error: the design does not fit iCE40 UP5K: its output FIFOs alone \(1 of 289-bit match "
                      r"records and one of 160-bit tuples, 16 deep; .*\) take 29 SB_RAM40_4Ks and the host link's "
-                     r"buffer 4: 33 of the device's 30 \(3 over\) before any partition state", err, re.M)
+                     r"buffer 4: 33 of the device's 30 \(3 over\) before any partition state; --partitioner "
+                     r"pipeline would store them as two halves a word", err, re.M)
     assert not (tmp_path / "yosys.log").exists()
 
 

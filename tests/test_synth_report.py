@@ -123,6 +123,13 @@ def test_no_legal_placement_at_the_limit_is_reported():
     full = placement_error((FIXTURES / "ice40_region_full.log").read_text(), "iCE40UP5K", 16, 1)
     assert str(full).startswith("the design does not fit iCE40UP5K: it needs 5,452 logic cells (ICESTORM_LC)")
     assert placement_error("Info: Program finished normally.\n", "iCE40UP5K", 2, 1) is None
+    # `--placer auto` then places again with the static placer; not where the design does not fit, nor
+    # after the static placer, nor with a placer the user named
+    region_full = (FIXTURES / "ice40_region_full.log").read_text()
+    assert flow.placer_again(log, "auto", "heap") == "static"
+    assert flow.placer_again(region_full, "auto", "heap") is None
+    assert flow.placer_again(log, "auto", "static") is None and flow.placer_again(log, "heap", "heap") is None
+    assert flow.placer_again("Info: Program finished normally.\n", "auto", "heap") is None
 
 
 def test_clean_names():
@@ -392,6 +399,9 @@ def test_yosys_maps_an_ice40_design_for_its_own_parts_timing():
     assert [flow.ice40_timing(p) for p in ("iCE40HX8K", "iCE40LP1K", "iCE40UP5K")] == ["hx", "lp", "u"]
     with pytest.raises(ValueError, match="no Yosys timing model for the iCE40 part iCE40XX1K"):
         flow.ice40_timing("iCE40XX1K")
+    # the UltraPlus's DSPs take the products; the HX and LP have none
+    assert flow.ice40_synth_options("iCE40UP5K") == "-dsp -dffe_min_ce_use 4 -device u"
+    assert flow.ice40_synth_options("iCE40HX8K") == "-dffe_min_ce_use 4 -device hx"
 
 
 def freq_max(tmp_path, reach, monkeypatch):

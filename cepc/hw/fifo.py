@@ -15,11 +15,16 @@ of a word-wide register. So here:
 
 A word written at one edge can be read after the second, as from :class:`BlockRamFifo` (which the
 iCE40, without LUT RAM, uses in block RAM): both back ends take the same cycles.
+
+The iCE40's block RAM is at most 16 bits wide, so a FIFO of wide words takes a block per 16 bits of
+width however shallow it is (a 289-bit match record: 19 of the UP5K's 30). Behind Woods' pipeline
+partitioner, which takes a tuple every other cycle, a word is written at most every other cycle:
+:class:`TwoBeatFifo` then stores each word as two halves, one a cycle, in half the blocks.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -121,6 +126,70 @@ class BlockRamFifo(wiring.Component):
             m.d.sync += level.eq(level + 1)
         with m.Elif(reading & ~writing):
             m.d.sync += level.eq(level - 1)
+        return m
+
+
+class TwoBeatFifo(wiring.Component):
+    """:class:`BlockRamFifo`'s ports, for a writer that never writes in two cycles running (Woods'
+    pipeline partitioner: a tuple every other cycle, so a record or a spilled tuple every other cycle
+    at most) and holds ``w_data`` through the cycle after a write (the top loads its record and spill
+    registers only with a tuple). Block RAM holds each word as two halves, in half the blocks: the low
+    half is written as the word is, the high half in the cycle after. The reader gets the word whole:
+    the low half is read into block RAM's output latch, then, as the high half is read, copied into a
+    register of its own, and the word is offered from the two. A word written at one edge is offered
+    after the third, a cycle later than from BlockRamFifo; one is offered every other cycle at most (the
+    writer's rate). ``w_level`` counts
+    a word at once, until it is taken, as BlockRamFifo's does.
+
+    The low half offered takes ``width / 2`` flip-flops, where BlockRamFifo takes none, and the halves
+    a multiplexer into block RAM: worth it only where the full width does not fit block RAM."""
+
+    def __init__(self, width: int, depth: int):
+        if depth < 2:
+            raise ValueError(f"the FIFO needs at least two words, not {depth}")
+        self.width, self.depth = width, depth
+        self.half = (width + 1) // 2  # the low half; the high half is the rest (as wide, or a bit narrower)
+        # (``r_rdy_next``, as OutputFifo's: for the top's arbiter off the iCE40, which registers its choice)
+        super().__init__({"w_data": In(width), "w_en": In(1), "w_rdy": Out(1), "w_level": Out(range(depth + 1)),
+                          "r_data": Out(width), "r_rdy": Out(1), "r_rdy_next": Out(1), "r_en": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        half, halves = self.half, 2 * self.depth
+        # Read only when it holds a half not yet read, written only when the FIFO has room for the
+        # word: never read where it is written (the two pointers meet only empty or full)
+        m.submodules.storage = storage = Memory(shape=half, depth=halves, init=[], attrs=NO_COLLISIONS)
+        # (kept, for a test of what NO_COLLISIONS promises)
+        self.w_port, self.r_port = w_port, r_port = storage.write_port(), storage.read_port()
+        count = Signal(range(self.depth + 1))  # words in the FIFO, the one offered among them
+        stored = Signal(range(halves + 1))  # halves in block RAM, not yet read
+        produce, consume = Signal(range(halves)), Signal(range(halves))
+        pending = Signal()  # a word was written last cycle: block RAM takes its high half now
+        lower = Signal(half, reset_less=True)  # the low half of the word offered
+        paired = Signal()  # block RAM's output latch holds a low half, its high half to come
+        accept, writing, reading, taken = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [
+            self.w_rdy.eq(count != self.depth), self.w_level.eq(count),
+            accept.eq(self.w_en & self.w_rdy), writing.eq(accept | pending), taken.eq(self.r_en & self.r_rdy),
+            w_port.addr.eq(produce), w_port.en.eq(writing),
+            w_port.data.eq(Mux(pending, self.w_data[half:], self.w_data[:half])),
+            r_port.addr.eq(consume), r_port.en.eq(reading),
+            self.r_data.eq(Cat(lower, r_port.data)[:self.width]),
+        ]
+        m.d.sync += pending.eq(accept)
+        with m.If(writing):
+            m.d.sync += produce.eq(_wrap(produce, halves))
+        # a low half, when nothing is offered or what is offered is taken; then its high half
+        m.d.comb += reading.eq((stored != 0) & (paired | ~self.r_rdy | self.r_en))
+        m.d.comb += self.r_rdy_next.eq(self.r_rdy & ~self.r_en)
+        with m.If(reading):
+            m.d.sync += [consume.eq(_wrap(consume, halves)), paired.eq(~paired)]
+            m.d.comb += self.r_rdy_next.eq(paired)
+            with m.If(paired):
+                m.d.sync += lower.eq(r_port.data)
+        m.d.sync += self.r_rdy.eq(self.r_rdy_next)
+        m.d.sync += stored.eq(stored + writing - reading)
+        m.d.sync += count.eq(count + accept - taken)
         return m
 
 

@@ -32,6 +32,12 @@ PIPELINE_DEFAULT = 16  # the pipeline partitioner's default length
 # cepc.hw.delay.REGISTER_STAGES), a payload's worth of flip-flops per stage (network on the UP5K,
 # 204 bits a stage, fits with 2 and not with 4: 103 % of its logic cells)
 REGISTER_PIPELINE = 2
+# The pipeline's elements (each a key and a state, in flip-flops) take at most this share of a device's
+# flip-flops. An element's bit costs about three of the UP5K's logic cells (its flip-flop, the swap's
+# multiplexer, the compares): finance0's 659-bit element took 1,870 of them (6,929 with two elements, 5,059
+# with one) and mshape's 1,094-bit one 3,677 (8,900 and 5,223). So on the UP5K each of them, finance5 and
+# finance2 get one element, whose logic fits.
+ELEMENT_SHARE = 1 / 6
 
 
 def entry_bits(design: DesignPlan, q: QueryPlan, buckets: int | None, within: bool, evict: bool) -> int:
@@ -49,21 +55,39 @@ class Reserved:
 
     fifos: int  # the output FIFOs: one per query (its match records) and the spill FIFO (tuples)
     buffer: int  # the host link's receive buffer (board tops only)
+    two_beat: bool = False  # the FIFOs store a word as two halves (cepc.hw.fifo.TwoBeatFifo)
 
     @property
     def blocks(self) -> int:
         return self.fifos + self.buffer
 
 
-def reserved_blocks(design: DesignPlan, device: Device, buffer_bytes: int = 0) -> Reserved:
+def reserved_blocks(design: DesignPlan, device: Device, buffer_bytes: int = 0, two_beat: bool = False) -> Reserved:
     """The block RAM ``design`` takes outside its tables on ``device``, with a host link buffer of
-    ``buffer_bytes`` (0: the design alone). Shallow FIFOs take none where the device has LUT RAM."""
+    ``buffer_bytes`` (0: the design alone). Shallow FIFOs take none where the device has LUT RAM.
+    ``two_beat``: each FIFO word stored as two halves (behind the pipeline partitioner: Top's
+    ``two_beat_fifos``), twice as many words half as wide."""
     fifos = 0
     if not device.lut_ram:
-        record = record_layout(design).size
-        fifos = len(design.queries) * device.blocks_for(FIFO_DEPTH, record) + \
-            device.blocks_for(FIFO_DEPTH, design.tuple.nbytes * 8)
-    return Reserved(fifos, device.blocks_for(buffer_bytes, 8) if buffer_bytes else 0)
+        def blocks(width):
+            if two_beat:
+                return device.blocks_for(2 * FIFO_DEPTH, (width + 1) // 2)
+            return device.blocks_for(FIFO_DEPTH, width)
+        fifos = len(design.queries) * blocks(record_layout(design).size) + blocks(design.tuple.nbytes * 8)
+    return Reserved(fifos, device.blocks_for(buffer_bytes, 8) if buffer_bytes else 0, two_beat and not device.lut_ram)
+
+
+def fitting_fifos(design: DesignPlan, device: Device, buffer_bytes: int, partitioner: str) -> Reserved | None:
+    """The FIFOs and buffer ``design`` takes on ``device``, as full words where they fit its block RAM,
+    else (behind the pipeline partitioner: ``partitioner`` auto or pipeline, a query with PARTITION BY) as
+    two halves a word where those fit; None if neither does."""
+    full = reserved_blocks(design, device, buffer_bytes)
+    if full.blocks <= device.blocks:
+        return full
+    halved = reserved_blocks(design, device, buffer_bytes, two_beat=True)
+    if partitioner == "table" or not any(q.key_fields for q in design.queries) or halved.blocks > device.blocks:
+        return None
+    return halved
 
 
 def ring_blocks(design: DesignPlan, device: Device) -> int:
@@ -72,13 +96,26 @@ def ring_blocks(design: DesignPlan, device: Device) -> int:
     return 0 if device.lut_ram else device.blocks_for(PIPELINE_DEFAULT - 1, payload_bits(design))
 
 
+def element_bits(design: DesignPlan) -> int:
+    """The flip-flops of one element of every keyed query's pipeline: its key and its state."""
+    return sum(key_width(design.tuple, q) + q.state_width for q in design.queries if q.key_fields)
+
+
 def pipeline_length(design: DesignPlan, device: Device, reserved: Reserved) -> int:
     """The pipeline partitioner's length where its delay line fits beside ``reserved``: the default,
     unless its ring would take block RAM the device has not got; then a short line of registers
-    (REGISTER_PIPELINE)."""
-    if ring_blocks(design, device) <= device.blocks - reserved.blocks:
+    (REGISTER_PIPELINE). At most as many elements as take ELEMENT_SHARE of the device's flip-flops (at
+    least one)."""
+    length = PIPELINE_DEFAULT if ring_blocks(design, device) <= device.blocks - reserved.blocks else REGISTER_PIPELINE
+    return min(length, elements_fitting(design, device))
+
+
+def elements_fitting(design: DesignPlan, device: Device) -> int:
+    """How many pipeline elements take at most ELEMENT_SHARE of ``device``'s flip-flops (at least one;
+    PIPELINE_DEFAULT where the device's are not known)."""
+    if not device.ffs:
         return PIPELINE_DEFAULT
-    return REGISTER_PIPELINE
+    return max(1, int(device.ffs * ELEMENT_SHARE) // max(1, element_bits(design)))
 
 
 @dataclass(frozen=True)
@@ -120,8 +157,10 @@ class Choice:
     tables: tuple[TablePlan, ...]
     reason: str
     ways: int = DEFAULT_WAYS  # of hashed tables
+    two_beat_fifos: bool = False  # (the pipeline's) the FIFOs store a word as two halves (Reserved.two_beat)
 
 
+TWO_BEAT = "; its output FIFOs store a word as two halves, in half the block RAM"  # (Choice.two_beat_fifos)
 WAYS = (4, 2, 1)  # --ways: entries per bucket of a hashed table
 
 
@@ -137,10 +176,20 @@ def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partit
     if not keyed:
         return Choice(partitioner if partitioner != "auto" else "table", partitions or 1, (),
                       "no query has PARTITION BY: one partition per query")
+    two_beat = reserved is not None and reserved.two_beat
+    if two_beat and partitioner == "table":
+        raise ValueError("the output FIFOs fit block RAM only as two halves a word, behind the pipeline "
+                         "partitioner; not with --partitioner table")
     if partitioner == "pipeline":
         if ways is not None:
             raise ValueError("--ways is the table partitioner's (--partitioner table)")
-        return Choice("pipeline", partitions or PIPELINE_DEFAULT, (), "as asked")
+        return Choice("pipeline", partitions or PIPELINE_DEFAULT, (), "as asked" + (TWO_BEAT if two_beat else ""),
+                      two_beat_fifos=two_beat)
+    if two_beat:  # (a table takes a tuple a cycle, and its FIFOs a word a cycle: full words, which do not fit)
+        if partitions is not None:
+            return Choice("pipeline", partitions, (), "as asked" + TWO_BEAT, two_beat_fifos=True)
+        return fallback(design, device, reserved, f"the output FIFOs fit {device.name}'s block RAM only as two "
+                                                  f"halves a word, which a table's tuple a cycle cannot write")
     reserved = reserved or reserved_blocks(design, device)
     half = int(device.blocks * BUDGET)
     budget = min(half, device.blocks - reserved.blocks)
@@ -170,16 +219,22 @@ def fallback(design: DesignPlan, device: Device, reserved: Reserved, why: str) -
     """Woods' pipeline, where no table serves (``why``): its default length, or a short line of
     registers where its delay line would take block RAM the device has not got."""
     length = pipeline_length(design, device, reserved)
-    if length != PIPELINE_DEFAULT:
+    if length == elements_fitting(design, device) < PIPELINE_DEFAULT:
+        why += (f"; {length} partition{'s' if length > 1 else ''} of {element_bits(design):,} flip-flops: "
+                f"{ELEMENT_SHARE:.0%} of {device.name}'s {device.ffs:,} at most")
+    elif length != PIPELINE_DEFAULT:
         why += (f"; its delay line in registers: a longer one would take {ring_blocks(design, device)} "
                 f"{device.block}s of {payload_bits(design)}-bit payloads")
-    return Choice("pipeline", length, (), why)
+    if reserved.two_beat:
+        why += TWO_BEAT
+    return Choice("pipeline", length, (), why, two_beat_fifos=reserved.two_beat)
 
 
 def describe(choice: Choice, device: Device, design: DesignPlan) -> str:
     """One line for the user: what was chosen and why."""
     if choice.partitioner == "pipeline":
-        return (f"partitioner: pipeline (Woods et al.), {choice.partitions} partitions, one tuple every other "
+        return (f"partitioner: pipeline (Woods et al.), {choice.partitions} partition"
+                f"{'s' if choice.partitions != 1 else ''}, one tuple every other "
                 f"cycle ({choice.reason})")
     if not choice.tables:
         return f"partitioner: none needed ({choice.reason})"

@@ -39,7 +39,7 @@ from .counter import add, count_late, increment
 from .decoder import PredicateDecoder
 from .delay import DelayLine
 from .ecp5 import uses_mult18
-from .fifo import BlockRamFifo, OutputFifo
+from .fifo import BlockRamFifo, OutputFifo, TwoBeatFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
 from .nfa_core import (
@@ -185,9 +185,12 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", 
 
 
 def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: str, evict_after: int | None,
-              decoder: bool, update_cycles: int, hazards: str) -> None:
+              decoder: bool, update_cycles: int, hazards: str, two_beat_fifos: bool = False) -> None:
     """ValueError, saying why, for options a :class:`Top` of ``design`` cannot be built with."""
     check_options(bus_width, partitions, partitioner, evict_after)
+    if two_beat_fifos and not pipelined(design, partitioner):
+        raise ValueError("FIFOs that store a word in two beats need a word every other cycle at most: Woods' "
+                         "pipeline partitioner (--partitioner pipeline) and a query with PARTITION BY")
     if update_cycles not in (1, 2, 3):
         raise ValueError(f"a key's update takes 1, 2 or 3 cycles, not {update_cycles}")
     if update_cycles > 1 and partitioner != "table":
@@ -206,9 +209,15 @@ def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: 
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
-                 decoder: bool = True, update_cycles: int = 1, hazards: str = "forward"):
+                 decoder: bool = True, update_cycles: int = 1, hazards: str = "forward", two_beat_fifos: bool = False):
         with refusing(self):
-            check_top(design, bus_width, partitions, partitioner, evict_after, decoder, update_cycles, hazards)
+            check_top(design, bus_width, partitions, partitioner, evict_after, decoder, update_cycles, hazards,
+                      two_beat_fifos)
+        # for the iCE40 (no LUT RAM: the FIFOs are block RAM's, a block per 16 bits of width), the output
+        # and spill FIFOs store each word as two halves, in half the blocks (cepc.hw.fifo.TwoBeatFifo), a
+        # cycle later: Woods' pipeline takes a tuple every other cycle, so they are written every other
+        # cycle at most
+        self.two_beat_fifos = two_beat_fifos
         # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
         # with the tuple just before it waits a cycle (no effect without PARTITION BY)
         self.update_cycles = update_cycles if keyed(design) else 1
@@ -251,7 +260,7 @@ class Top(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return latency(self.design, self.partitions, self.partitioner, self.update_cycles)
+        return latency(self.design, self.partitions, self.partitioner, self.update_cycles) + int(self.two_beat_fifos)
 
     def elaborate(self, platform):
         m = Module()
@@ -265,7 +274,10 @@ class Top(wiring.Component):
         def output_fifo(width):
             # The output FIFOs are 16 deep: off the iCE40, a write register beside LUT RAM read without
             # a clock (cepc.hw.fifo); the iCE40 has no LUT RAM, and block RAM holds them, read through a
-            # register. Either way a record written can be read two cycles later.
+            # register. Either way a record written can be read two cycles later. (`two_beat_fifos`: in
+            # half the blocks, two halves a word, a cycle later.)
+            if self.two_beat_fifos:
+                return TwoBeatFifo(width, OUTPUT_FIFO_DEPTH)
             if small_die(platform):
                 return BlockRamFifo(width, OUTPUT_FIFO_DEPTH)
             return OutputFifo(width, OUTPUT_FIFO_DEPTH)
@@ -572,12 +584,15 @@ class Top(wiring.Component):
                 m.d.sync += [homeless.eq(~part.out_hit & ~part.out_free), active.eq(core.next[:n_states].any())]
                 drops.append(homeless & active)
                 m.d.comb += record_valid.eq(live & matched & ~(homeless & active))
+            # (two_beat_fifos: loaded only with a tuple, so a record stays as it was written through the
+            # empty slot after it, and its FIFO writes the high half from it then: TwoBeatFifo)
+            en_record = en_q & part.out_valid if self.two_beat_fifos else en_q
             record = Signal(self.record_layout, name=f"{qname}_record", reset_less=True)
-            with m.If(en_q):
+            with m.If(en_record):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
             if q.measures:
                 last = Signal(self.tuple_layout, name=f"{qname}_last", reset_less=True)
-                with m.If(en_q):
+                with m.If(en_record):
                     m.d.sync += last.eq(t_tuple)
                 if isinstance(part, TablePartitioner):
                     # The match's registers are its accepting state's in the core's next state, which
@@ -595,7 +610,7 @@ class Top(wiring.Component):
                         ends = pick(list(ends_at), slices, q.register_width)
                 else:
                     ends = Signal(q.register_width, name=f"{qname}_ends", reset_less=True)
-                    with m.If(en_q):
+                    with m.If(en_record):
                         m.d.sync += ends.eq(core.ends)
                 measures = Measures(q, self.tuple_layout)
                 m.submodules[f"{qname}_measures"] = measures
@@ -627,7 +642,7 @@ class Top(wiring.Component):
             spilling = Signal()  # a tuple left the partitioners last cycle (its drop decision's parts are registered)
             m.d.sync += spilling.eq(en_payload & t_valid)
             m.d.comb += spill_valid.eq(spilling & Cat(*drops).any())
-            with m.If(en_payload):
+            with m.If(en_payload & t_valid if self.two_beat_fifos else en_payload):  # (as a record is)
                 m.d.sync += spill_data.eq(t_raw)
             m.d.comb += [
                 spill.w_data.eq(spill_data), spill.w_en.eq(spill_valid),

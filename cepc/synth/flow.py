@@ -140,6 +140,17 @@ def placer_for(family: str, choice: str, flip_flops: int, device) -> tuple[str, 
     return "heap", f"the design takes {share:.0%} of the device's flip-flops"
 
 
+def placer_again(log: str, choice: str, placer: str) -> str | None:
+    """The placer to place again with, after nextpnr's ``log`` stopped with ``placer`` (``choice``: the
+    user's --placer), or None. With ``auto``, where HeAP's legaliser gave up on a design that fits on
+    paper, the static placer: finance0 on the UP5K (4,859 of its 5,280 logic cells, 657 carry cells in
+    chains), which neither HeAP nor the annealing placer could place at seed 1, and the static placer
+    placed and routed."""
+    if choice == "auto" and placer == "heap" and rep.placement_failure(log) is None and rep.placement_at_limit(log):
+        return "static"
+    return None
+
+
 def routers(family: str, choice: str = "auto") -> list[str | None]:
     """The nextpnr routers `cepc synth` tries in turn (None: nextpnr's default). ``auto``: router1
     alone, on ECP5 (``--router router1``) as on iCE40 (nextpnr's default there). On the ECP5-85F,
@@ -182,6 +193,16 @@ def ice40_timing(device: str) -> str:
     raise ValueError(f"no Yosys timing model for the iCE40 part {device}")
 
 
+def ice40_synth_options(device: str) -> str:
+    """synth_ice40's options for an iCE40 part: rare clock enables into LUTs (ICE40_MIN_CE_USE), ABC
+    mapping for the part's timing (ice40_timing), and on the UltraPlus its DSPs (SB_MAC16) for
+    products: finance5's MIN(price) * 1005 and its other products took 625 more of the UP5K's logic
+    cells in LUTs (6,032 against 5,407 with four of its eight DSPs). marathon's and network's netlists,
+    which multiply nothing, are the same either way."""
+    timing = ice40_timing(device)
+    return f"{'-dsp ' if timing == 'u' else ''}-dffe_min_ce_use {ICE40_MIN_CE_USE} -device {timing}"
+
+
 def no_collisions_script() -> str:
     """Yosys commands for the memories marked NO_COLLISIONS (cepc.hw.ecp5: their word being written is
     never read in that cycle): a read during a write of its word may return anything, so Yosys maps
@@ -197,7 +218,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
                 ways: int | None = None, link_hz: float | None = None, held: bool | None = None,
                 update_cycles: int = 1, hdl: str = "verilog", netlist_dir: Path | None = None,
-                primitives: str | None = None, hazards: str = "forward") -> LinkDesign:
+                primitives: str | None = None, hazards: str = "forward", two_beat_fifos: bool = False) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
     the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
     ``held``: as HostLink's (default: from the platform it is built for). ``hdl="vhdl"``: the design is
@@ -216,7 +237,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
         raise UsageError(str(e)) from None
     try:
         top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
-                  ways=ways, update_cycles=update_cycles, hazards=hazards)
+                  ways=ways, update_cycles=update_cycles, hazards=hazards, two_beat_fifos=two_beat_fifos)
     except ValueError as e:
         raise UsageError(str(e)) from None
     side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
@@ -468,9 +489,14 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
     # host link's buffer and the FIFOs), or Woods' pipeline with the board's default length
     device = sizing.DEVICES[plat_cls.cepc_device]
     pipeline_default = plat_cls.cepc_partitions if opts.partitioner == "pipeline" else None
-    reserved = sizing.reserved_blocks(design, device, plat_cls.cepc_buffer_bytes)
-    if reserved.blocks > device.blocks:  # no partitioning helps: say so before a minute of Yosys
-        raise FitError(_reserved_message(design, device, reserved))
+    # (the FIFOs as full words, or where those do not fit, behind the pipeline partitioner, as two
+    # halves a word; the VHDL back end's FIFOs are full words, its own)
+    reserved = sizing.fitting_fifos(design, device, plat_cls.cepc_buffer_bytes,
+                                    "table" if opts.hdl == "vhdl" else opts.partitioner)
+    if reserved is None:  # no partitioning helps: say so before a minute of Yosys
+        raise FitError(_reserved_message(design, device, sizing.reserved_blocks(design, device, plat_cls.cepc_buffer_bytes),
+                                         sizing.reserved_blocks(design, device, plat_cls.cepc_buffer_bytes, True),
+                                         opts.partitioner, opts.hdl))
     try:
         choice = sizing.choose(design, device, opts.partitioner, opts.partitions or pipeline_default,
                                evict=bool(opts.evict_after), reserved=reserved, ways=opts.ways)
@@ -602,8 +628,11 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     hazards = _hazards(choice.partitioner, opts.hazards)
     if opts.hdl == "vhdl":
         progress("ghdl: synthesising the VHDL")
+    if choice.two_beat_fifos:
+        options["two_beat_fifos"] = True
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
                      update_cycles=cycles, hazards=hazards, hdl=opts.hdl, netlist_dir=out,
+                     two_beat_fifos=choice.two_beat_fifos,
                      # the VHDL reads the ECP5's block RAM through its output register, as Amaranth's does
                      primitives="ecp5" if fam == "ecp5" else None,
                      clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
@@ -622,8 +651,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     # iCE40: ABC maps for the timing of the device named (-device hx, lp or u; Yosys' default is the HX,
     # whose logic and routes are far faster than the UP5K's): for the UP5K it then keeps chains of
     # LUTs off the long paths (network's table: a compare through seven LUTs on the HX's timing)
-    extra = {"synth_opts": f"-dffe_min_ce_use {ICE40_MIN_CE_USE} -device {ice40_timing(platform.device)}"} \
-        if fam == "ice40" else {}
+    extra = {"synth_opts": ice40_synth_options(platform.device)} if fam == "ice40" else {}
     if ld.netlist is not None:  # read by Yosys beside the board top's RTLIL
         platform.add_file(ld.netlist.name, ld.netlist.read_text())
     with fast_memory_init():
@@ -664,22 +692,29 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     if opts.placer == "auto" and placer != "heap":
         progress(f"note: nextpnr's {placer} placer: {why} (--placer heap to use HeAP)")
     pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--sdf", f"{NAME}.sdf",
-            "--placer", placer, "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
+            "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
     tried = routers(fam, opts.router)
     report_path = out / "nextpnr-report.json"
+    placers = [placer]  # (the placer of the seeds to come: see route)
 
     def route(seed: int) -> Routed:
         """nextpnr at ``seed``: its report, read."""
         report_path.unlink(missing_ok=True)
         progress("nextpnr: reading the netlist")
         try:
-            log, router, ripup = place_and_route(pnr + ["--seed", str(seed)], out, tried,
+            log, router, ripup = place_and_route(pnr + ["--placer", placers[-1], "--seed", str(seed)], out, tried,
                                                  lambda: RouteWatch(platform.device, seed, partitions,
                                                                     out / "nextpnr.log"),
                                                  progress)
         except ToolError as e:
-            fit = placement_error((out / "nextpnr.stdout.log").read_text(errors="replace"), platform.device,
-                                  partitions, seed)
+            text = (out / "nextpnr.stdout.log").read_text(errors="replace")
+            fit = placement_error(text, platform.device, partitions, seed)
+            again = placer_again(text, opts.placer, placers[-1])
+            if fit and again:  # (then for every seed after this one too)
+                progress(f"note: nextpnr's HeAP placer could not place the design ({fit}); the {again} "
+                         f"placer instead (--placer heap to keep HeAP)")
+                placers.append(again)
+                return route(seed)
             if fit and opts.hdl == "vhdl" and fam == "ice40":
                 fit = FitError(f"{fit}; {vhdl_fifos_in_logic(design)}", bel=fit.bel, detail=fit.detail)
             if fit:
@@ -719,6 +754,8 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         summary["seeds"] = runs
     summary["router"] = router or "router1"  # nextpnr-ice40's default
     summary["tmg_ripup"] = ripup  # (router2's timing-driven ripup, unless it stalled)
+    if placers[-1] != placer:  # (HeAP could not place it: see route)
+        placer, why = placers[-1], "HeAP could not place the design at the device's limit"
     summary["placer"] = placer
     summary["placer_reason"] = why
     bitstream = None
@@ -908,17 +945,29 @@ def placement_error(log: str, device: str, partitions: int, seed: int) -> FitErr
     return None
 
 
-def _reserved_message(design, device, reserved) -> str:
+def _reserved_message(design, device, reserved, halved, partitioner: str = "auto", hdl: str = "verilog") -> str:
     from ..hw.layouts import record_layout
     from ..hw.sizing import FIFO_DEPTH
+    from ..hw.top import keyed
 
     over = reserved.blocks - device.blocks
-    return (f"the design does not fit {device.family}: its output FIFOs alone ({len(design.queries)} of "
+    text = (f"the design does not fit {device.family}: its output FIFOs alone ({len(design.queries)} of "
             f"{record_layout(design).size}-bit match records and one of {design.tuple.nbytes * 8}-bit tuples, "
             f"{FIFO_DEPTH} deep; this device has no LUT RAM, so each takes a block RAM per 16 bits of width) "
             f"take {reserved.fifos} {device.block}s and the host link's buffer {reserved.buffer}: "
-            f"{reserved.blocks} of the device's {device.blocks} ({over} over) before any partition state; "
-            f"fewer --partitions cannot help; fewer or narrower MEASURES, fewer queries or a larger device can")
+            f"{reserved.blocks} of the device's {device.blocks} ({over} over) before any partition state; ")
+    # (why they cannot be stored as two halves a word either)
+    if not keyed(design):
+        why = "without PARTITION BY there is no pipeline partitioner to store them as two halves a word"
+    elif hdl == "vhdl":
+        why = "--hdl verilog would store them as two halves a word, behind the pipeline partitioner"
+    elif partitioner == "table":
+        why = "--partitioner pipeline would store them as two halves a word"
+    else:
+        why = (f"as two halves a word (behind the pipeline partitioner) they take {halved.blocks} "
+               f"({halved.fifos} and {halved.buffer})")
+    return (text + why + "; fewer --partitions cannot help; fewer or narrower MEASURES, fewer queries or a larger "
+            "device can")
 
 
 def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, partitions: int, baud: int,
