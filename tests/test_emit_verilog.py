@@ -52,8 +52,8 @@ def test_a_top_with_two_beat_fifos_lints_clean(tmp_path):
     from cepc.nfa.lower import lower
 
     design = lower(check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql")))
-    top = Top(design, bus_width=8, partitions=4, two_beat_fifos=True)
-    emit(design, top, tmp_path / "cepc_top.v", "verilog", "cepc_top", {"two_beat_fifos": True})
+    top = Top(design, bus_width=8, partitions=4, two_beat_fifos=("spill", "records"))
+    emit(design, top, tmp_path / "cepc_top.v", "verilog", "cepc_top", {"two_beat_fifos": ["spill", "records"]})
     result = lint(tmp_path / "cepc_top.v")
     assert result.returncode == 0, result.stderr
     assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr

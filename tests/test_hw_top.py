@@ -135,9 +135,10 @@ def test_full_partitioner_drops_and_spills_every_unplaced_tuple():
     assert all(any(s == {k: r[k] for k in s} for r in rows) for s in spilled)
 
 
-@pytest.mark.parametrize("partitioner, platform, two_beat", [("pipeline", None, False), ("table", None, False),
-                                                             ("table", hwsim.Ice40(), False),
-                                                             ("pipeline", hwsim.Ice40(), True)])
+@pytest.mark.parametrize("partitioner, platform, two_beat", [("pipeline", None, ()), ("table", None, ()),
+                                                             ("table", hwsim.Ice40(), ()),
+                                                             ("pipeline", hwsim.Ice40(), ("spill",)),
+                                                             ("pipeline", hwsim.Ice40(), ("spill", "records"))])
 def test_a_spilled_tuple_gives_no_record_and_spills_once(partitioner, platform, two_beat):
     # AFTER MATCH CONTINUE: each key's "a" both matches (P0) and leaves a partial match (P3*) to
     # keep, so a key with no room has its "a" spilled, and its record goes with it; its "d" later
@@ -174,21 +175,25 @@ def test_wide_records_through_two_beat_fifos_match_the_reference():
         rows.append({"time": 100 * i, "symbol": symbol, "price": prices[symbol],
                      "volume": rng.choice([1000, 6000, 9000])})
     frame = pd.DataFrame(rows)
-    for seed, backpressure in ((1, 0.0), (2, 0.6)):
+    for seed, backpressure, two_beat in ((1, 0.0, ("records",)), (2, 0.6, ("spill", "records"))):
         result = hwsim.run_and_compare(c, frame, bus_width=32, partitions=4, partitioner="pipeline", stall=0.2,
                                        backpressure=backpressure, seed=seed, platform=hwsim.Ice40(),
-                                       two_beat_fifos=True)
+                                       two_beat_fifos=two_beat)
         assert len(result.records) > 10
 
 
 def test_two_beat_fifos_are_the_pipeline_partitioners():
     design = lower(check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql")))
     with pytest.raises(ValueError, match="pipeline partitioner"):
-        Top(design, partitioner="table", two_beat_fifos=True)
-    # a record a cycle later than through the block RAM FIFO
-    top = Top(design, partitions=4, two_beat_fifos=True)
-    top._MustUse__silence = True  # (only its latency is asked)
-    assert top.latency == latency(design, 4) + 1
+        Top(design, partitioner="table", two_beat_fifos=("spill",))
+    with pytest.raises(ValueError, match="among spill, records, not matches"):
+        Top(design, two_beat_fifos=("matches",))
+    # a record a cycle later than through the block RAM FIFO, where the records' FIFOs take two beats
+    tops = [Top(design, partitions=4, two_beat_fifos=kinds) for kinds in (("spill",), ("records", "spill"))]
+    for top in tops:
+        top._MustUse__silence = True  # (only their latency and FIFOs are asked)
+    assert [top.latency - latency(design, 4) for top in tops] == [0, 1]
+    assert tops[1].two_beat_fifos == ("spill", "records")  # (in TWO_BEAT_FIFOS' order)
 
 
 def test_malformed_packets_are_counted_and_framing_resyncs():

@@ -119,18 +119,27 @@ def test_auto_falls_back_to_the_pipeline_only_when_the_tables_logic_does_not_fit
 
 def test_fifos_too_wide_for_block_ram_are_stored_as_two_halves_behind_the_pipeline():
     # finance0 on the UP5K: its FIFOs' full words (19 blocks for the 289-bit records, 10 for the tuples)
-    # and the buffer take 33 of 30; as two halves a word, 10 and 5
+    # and the buffer take 33 of 30; as two halves a word, 10 and 5. The spill FIFO's alone make them fit
+    # (28), and take fewer flip-flops than the records' too
     fin = design("finance/finance0/finance0.sql")
     assert sizing.reserved_blocks(fin, UP5K, 2048) == sizing.Reserved(fifos=29, buffer=4)
-    assert sizing.reserved_blocks(fin, UP5K, 2048, two_beat=True) == sizing.Reserved(fifos=15, buffer=4, two_beat=True)
+    both = sizing.reserved_blocks(fin, UP5K, 2048, ("records", "spill"))
+    assert both == sizing.Reserved(fifos=15, buffer=4, two_beat=("spill", "records"))
     reserved = sizing.fitting_fifos(fin, UP5K, 2048, "auto")
-    assert reserved.two_beat and reserved.blocks == 19
+    assert reserved == sizing.Reserved(fifos=24, buffer=4, two_beat=("spill",))
     assert sizing.fitting_fifos(fin, UP5K, 2048, "pipeline") == reserved
     assert sizing.fitting_fifos(fin, UP5K, 2048, "table") is None  # (a tuple a cycle: a word a cycle)
+    # finance2's 322-bit records: the spill FIFO's halves leave it the UP5K's 30 blocks exactly
+    f2 = design("finance/finance2/finance2.sql")
+    assert sizing.fitting_fifos(f2, UP5K, 2048, "auto") == sizing.Reserved(fifos=26, buffer=4, two_beat=("spill",))
+    # the records' too, where the spill FIFO's alone leave them too many (a larger buffer)
+    assert sizing.fitting_fifos(fin, UP5K, 4096, "auto").two_beat == ("spill", "records")
+    assert sizing.fitting_fifos(fin, UP5K, 16384, "auto") is None  # (the buffer alone takes 32)
     choice = sizing.choose(fin, UP5K, reserved=reserved)
-    assert (choice.partitioner, choice.partitions, choice.two_beat_fifos) == ("pipeline", 1, True)
+    assert (choice.partitioner, choice.partitions, choice.two_beat_fifos) == ("pipeline", 1, ("spill",))
     assert "fit ice40up5k's block RAM only as two halves a word" in choice.reason
-    assert sizing.choose(fin, UP5K, "pipeline", 2, reserved=reserved).two_beat_fifos
+    assert "the spill FIFO store a word as two halves" in choice.reason
+    assert sizing.choose(fin, UP5K, "pipeline", 2, reserved=reserved).two_beat_fifos == ("spill",)
     with pytest.raises(ValueError, match="two halves a word, behind the pipeline"):
         sizing.choose(fin, UP5K, "table", reserved=reserved)
     # where full words fit, or the device has LUT RAM, they stay full words
@@ -147,11 +156,11 @@ def test_synth_places_finance0_on_the_up5k_behind_the_pipeline_with_two_beat_fif
     monkeypatch.setattr(flow, "_place_fastest", lambda design, choice, *args: chosen.append(choice) or "placed")
     checked = check(parse(ROOT / "examples" / "finance" / "finance0" / "finance0.sql"))
     assert flow.synthesize(checked, flow.SynthOptions(board="icebreaker", out_dir=tmp_path), notes.append) == "placed"
-    assert [(c.partitioner, c.partitions, c.two_beat_fifos) for c in chosen] == [("pipeline", 1, True)]
+    assert [(c.partitioner, c.partitions, c.two_beat_fifos) for c in chosen] == [("pipeline", 1, ("spill",))]
     assert any("two halves a word" in n for n in notes)
     chosen.clear()  # (two partitions, as asked: the FIFOs still two halves a word)
     flow.synthesize(checked, flow.SynthOptions(board="icebreaker", out_dir=tmp_path, partitions=2), notes.append)
-    assert [(c.partitioner, c.partitions, c.two_beat_fifos) for c in chosen] == [("pipeline", 2, True)]
+    assert [(c.partitioner, c.partitions, c.two_beat_fifos) for c in chosen] == [("pipeline", 2, ("spill",))]
 
 
 def test_a_design_whose_fifos_alone_do_not_fit_fails_before_yosys(tmp_path, capsys):

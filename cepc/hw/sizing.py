@@ -23,6 +23,7 @@ from .ecp5 import dp16kd_blocks
 from .layouts import key_width, record_layout
 from .partition.table import DEFAULT_WAYS, STAMP_BITS, bank_depth_of, stored_columns, tag_width_of
 from .top import OUTPUT_FIFO_DEPTH as FIFO_DEPTH
+from .top import TWO_BEAT_FIFOS
 from .top import payload_width as payload_bits
 
 BUDGET = 0.5  # share of the device's block RAM the partition tables may take
@@ -55,39 +56,46 @@ class Reserved:
 
     fifos: int  # the output FIFOs: one per query (its match records) and the spill FIFO (tuples)
     buffer: int  # the host link's receive buffer (board tops only)
-    two_beat: bool = False  # the FIFOs store a word as two halves (cepc.hw.fifo.TwoBeatFifo)
+    two_beat: tuple[str, ...] = ()  # the FIFOs that store a word as two halves (cepc.hw.top.TWO_BEAT_FIFOS)
 
     @property
     def blocks(self) -> int:
         return self.fifos + self.buffer
 
 
-def reserved_blocks(design: DesignPlan, device: Device, buffer_bytes: int = 0, two_beat: bool = False) -> Reserved:
+def reserved_blocks(design: DesignPlan, device: Device, buffer_bytes: int = 0,
+                    two_beat: tuple[str, ...] = ()) -> Reserved:
     """The block RAM ``design`` takes outside its tables on ``device``, with a host link buffer of
     ``buffer_bytes`` (0: the design alone). Shallow FIFOs take none where the device has LUT RAM.
-    ``two_beat``: each FIFO word stored as two halves (behind the pipeline partitioner: Top's
-    ``two_beat_fifos``), twice as many words half as wide."""
+    ``two_beat``: the FIFOs ("spill", "records": Top's ``two_beat_fifos``) whose words are stored as two
+    halves (behind the pipeline partitioner), twice as many words half as wide."""
     fifos = 0
     if not device.lut_ram:
-        def blocks(width):
-            if two_beat:
+        def blocks(width, kind):
+            if kind in two_beat:
                 return device.blocks_for(2 * FIFO_DEPTH, (width + 1) // 2)
             return device.blocks_for(FIFO_DEPTH, width)
-        fifos = len(design.queries) * blocks(record_layout(design).size) + blocks(design.tuple.nbytes * 8)
-    return Reserved(fifos, device.blocks_for(buffer_bytes, 8) if buffer_bytes else 0, two_beat and not device.lut_ram)
+        fifos = len(design.queries) * blocks(record_layout(design).size, "records") + \
+            blocks(design.tuple.nbytes * 8, "spill")
+    return Reserved(fifos, device.blocks_for(buffer_bytes, 8) if buffer_bytes else 0,
+                    () if device.lut_ram else tuple(k for k in TWO_BEAT_FIFOS if k in two_beat))
 
 
 def fitting_fifos(design: DesignPlan, device: Device, buffer_bytes: int, partitioner: str) -> Reserved | None:
-    """The FIFOs and buffer ``design`` takes on ``device``, as full words where they fit its block RAM,
-    else (behind the pipeline partitioner: ``partitioner`` auto or pipeline, a query with PARTITION BY) as
-    two halves a word where those fit; None if neither does."""
+    """The FIFOs and buffer ``design`` takes on ``device``: as full words where they fit its block RAM,
+    else (behind the pipeline partitioner: ``partitioner`` auto or pipeline, a query with PARTITION BY)
+    with the fewest FIFOs, the narrower first, storing a word as two halves that make them fit (each
+    such FIFO takes flip-flops for a half word and a multiplexer into block RAM); None if none do."""
     full = reserved_blocks(design, device, buffer_bytes)
     if full.blocks <= device.blocks:
         return full
-    halved = reserved_blocks(design, device, buffer_bytes, two_beat=True)
-    if partitioner == "table" or not any(q.key_fields for q in design.queries) or halved.blocks > device.blocks:
+    if partitioner == "table" or not any(q.key_fields for q in design.queries):
         return None
-    return halved
+    for n in range(1, len(TWO_BEAT_FIFOS) + 1):
+        halved = reserved_blocks(design, device, buffer_bytes, TWO_BEAT_FIFOS[:n])
+        if halved.blocks <= device.blocks:
+            return halved
+    return None
 
 
 def ring_blocks(design: DesignPlan, device: Device) -> int:
@@ -157,10 +165,15 @@ class Choice:
     tables: tuple[TablePlan, ...]
     reason: str
     ways: int = DEFAULT_WAYS  # of hashed tables
-    two_beat_fifos: bool = False  # (the pipeline's) the FIFOs store a word as two halves (Reserved.two_beat)
+    two_beat_fifos: tuple[str, ...] = ()  # (the pipeline's) FIFOs that store a word as two halves (Reserved.two_beat)
 
 
-TWO_BEAT = "; its output FIFOs store a word as two halves, in half the block RAM"  # (Choice.two_beat_fifos)
+def two_beat_note(kinds: tuple[str, ...]) -> str:
+    """The reason's note on the FIFOs that store a word as two halves (Choice.two_beat_fifos)."""
+    if not kinds:
+        return ""
+    names = {"spill": "the spill FIFO", "records": "the FIFOs of match records"}
+    return f"; {' and '.join(names[k] for k in kinds)} store a word as two halves, in half the block RAM"
 WAYS = (4, 2, 1)  # --ways: entries per bucket of a hashed table
 
 
@@ -176,18 +189,18 @@ def choose(design: DesignPlan, device: Device, partitioner: str = "auto", partit
     if not keyed:
         return Choice(partitioner if partitioner != "auto" else "table", partitions or 1, (),
                       "no query has PARTITION BY: one partition per query")
-    two_beat = reserved is not None and reserved.two_beat
+    two_beat = reserved.two_beat if reserved is not None else ()
     if two_beat and partitioner == "table":
         raise ValueError("the output FIFOs fit block RAM only as two halves a word, behind the pipeline "
                          "partitioner; not with --partitioner table")
     if partitioner == "pipeline":
         if ways is not None:
             raise ValueError("--ways is the table partitioner's (--partitioner table)")
-        return Choice("pipeline", partitions or PIPELINE_DEFAULT, (), "as asked" + (TWO_BEAT if two_beat else ""),
+        return Choice("pipeline", partitions or PIPELINE_DEFAULT, (), "as asked" + two_beat_note(two_beat),
                       two_beat_fifos=two_beat)
     if two_beat:  # (a table takes a tuple a cycle, and its FIFOs a word a cycle: full words, which do not fit)
         if partitions is not None:
-            return Choice("pipeline", partitions, (), "as asked" + TWO_BEAT, two_beat_fifos=True)
+            return Choice("pipeline", partitions, (), "as asked" + two_beat_note(two_beat), two_beat_fifos=two_beat)
         return fallback(design, device, reserved, f"the output FIFOs fit {device.name}'s block RAM only as two "
                                                   f"halves a word, which a table's tuple a cycle cannot write")
     reserved = reserved or reserved_blocks(design, device)
@@ -225,8 +238,7 @@ def fallback(design: DesignPlan, device: Device, reserved: Reserved, why: str) -
     elif length != PIPELINE_DEFAULT:
         why += (f"; its delay line in registers: a longer one would take {ring_blocks(design, device)} "
                 f"{device.block}s of {payload_bits(design)}-bit payloads")
-    if reserved.two_beat:
-        why += TWO_BEAT
+    why += two_beat_note(reserved.two_beat)
     return Choice("pipeline", length, (), why, two_beat_fifos=reserved.two_beat)
 
 

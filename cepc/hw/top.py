@@ -184,10 +184,17 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", 
     return 7 + partitioner_depth(design, partitions, partitioner, update_cycles) + second + front
 
 
+# The FIFOs a Top may store as two halves a word (``two_beat_fifos``): the spill FIFO (its tuples) and
+# every query's FIFO of match records, in the order `cepc synth` takes them (the narrower first)
+TWO_BEAT_FIFOS = ("spill", "records")
+
+
 def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: str, evict_after: int | None,
-              decoder: bool, update_cycles: int, hazards: str, two_beat_fifos: bool = False) -> None:
+              decoder: bool, update_cycles: int, hazards: str, two_beat_fifos: tuple[str, ...] = ()) -> None:
     """ValueError, saying why, for options a :class:`Top` of ``design`` cannot be built with."""
     check_options(bus_width, partitions, partitioner, evict_after)
+    if set(two_beat_fifos) - set(TWO_BEAT_FIFOS):
+        raise ValueError(f"FIFOs in two beats are among {', '.join(TWO_BEAT_FIFOS)}, not {', '.join(two_beat_fifos)}")
     if two_beat_fifos and not pipelined(design, partitioner):
         raise ValueError("FIFOs that store a word in two beats need a word every other cycle at most: Woods' "
                          "pipeline partitioner (--partitioner pipeline) and a query with PARTITION BY")
@@ -209,15 +216,16 @@ def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: 
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
-                 decoder: bool = True, update_cycles: int = 1, hazards: str = "forward", two_beat_fifos: bool = False):
+                 decoder: bool = True, update_cycles: int = 1, hazards: str = "forward",
+                 two_beat_fifos: tuple[str, ...] = ()):
         with refusing(self):
             check_top(design, bus_width, partitions, partitioner, evict_after, decoder, update_cycles, hazards,
-                      two_beat_fifos)
-        # for the iCE40 (no LUT RAM: the FIFOs are block RAM's, a block per 16 bits of width), the output
-        # and spill FIFOs store each word as two halves, in half the blocks (cepc.hw.fifo.TwoBeatFifo), a
-        # cycle later: Woods' pipeline takes a tuple every other cycle, so they are written every other
-        # cycle at most
-        self.two_beat_fifos = two_beat_fifos
+                      tuple(two_beat_fifos))
+        # for the iCE40 (no LUT RAM: the FIFOs are block RAM's, a block per 16 bits of width), the spill
+        # FIFO, the queries' FIFOs of records, or both (TWO_BEAT_FIFOS) store each word as two halves, in
+        # half the blocks (cepc.hw.fifo.TwoBeatFifo), a cycle later: Woods' pipeline takes a tuple every
+        # other cycle, so they are written every other cycle at most
+        self.two_beat_fifos = tuple(k for k in TWO_BEAT_FIFOS if k in two_beat_fifos)
         # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
         # with the tuple just before it waits a cycle (no effect without PARTITION BY)
         self.update_cycles = update_cycles if keyed(design) else 1
@@ -260,7 +268,8 @@ class Top(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return latency(self.design, self.partitions, self.partitioner, self.update_cycles) + int(self.two_beat_fifos)
+        return latency(self.design, self.partitions, self.partitioner, self.update_cycles) + \
+            int("records" in self.two_beat_fifos)
 
     def elaborate(self, platform):
         m = Module()
@@ -271,12 +280,12 @@ class Top(wiring.Component):
         # three-cycle update: at stage 6, from two
         lag = self.update_cycles - 1
 
-        def output_fifo(width):
+        def output_fifo(width, kind):
             # The output FIFOs are 16 deep: off the iCE40, a write register beside LUT RAM read without
             # a clock (cepc.hw.fifo); the iCE40 has no LUT RAM, and block RAM holds them, read through a
             # register. Either way a record written can be read two cycles later. (`two_beat_fifos`: in
             # half the blocks, two halves a word, a cycle later.)
-            if self.two_beat_fifos:
+            if kind in self.two_beat_fifos:
                 return TwoBeatFifo(width, OUTPUT_FIFO_DEPTH)
             if small_die(platform):
                 return BlockRamFifo(width, OUTPUT_FIFO_DEPTH)
@@ -586,7 +595,7 @@ class Top(wiring.Component):
                 m.d.comb += record_valid.eq(live & matched & ~(homeless & active))
             # (two_beat_fifos: loaded only with a tuple, so a record stays as it was written through the
             # empty slot after it, and its FIFO writes the high half from it then: TwoBeatFifo)
-            en_record = en_q & part.out_valid if self.two_beat_fifos else en_q
+            en_record = en_q & part.out_valid if "records" in self.two_beat_fifos else en_q
             record = Signal(self.record_layout, name=f"{qname}_record", reset_less=True)
             with m.If(en_record):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
@@ -626,7 +635,7 @@ class Top(wiring.Component):
                 staged_valid = Signal(name=f"{qname}_record6_valid")
                 m.d.sync += [staged.eq(record), staged_valid.eq(record_valid)]
                 record, record_valid = staged, staged_valid
-            fifo = output_fifo(self.record_layout.size)
+            fifo = output_fifo(self.record_layout.size, "records")
             m.submodules[f"{qname}_matches"] = fifo
             m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(record_valid)]
             levels.append(fifo.w_level)
@@ -635,14 +644,14 @@ class Top(wiring.Component):
         # --- spill stream: tuples some query could not place ------------------------------------
         # (none, where every query's partitioner places every key: then there is no spill FIFO)
         if drops:
-            spill = output_fifo(self.tuple_width)
+            spill = output_fifo(self.tuple_width, "spill")
             m.submodules.spill = spill
             spill_valid = Signal()
             spill_data = Signal(self.tuple_width, reset_less=True)
             spilling = Signal()  # a tuple left the partitioners last cycle (its drop decision's parts are registered)
             m.d.sync += spilling.eq(en_payload & t_valid)
             m.d.comb += spill_valid.eq(spilling & Cat(*drops).any())
-            with m.If(en_payload & t_valid if self.two_beat_fifos else en_payload):  # (as a record is)
+            with m.If(en_payload & t_valid if "spill" in self.two_beat_fifos else en_payload):  # (as a record is)
                 m.d.sync += spill_data.eq(t_raw)
             m.d.comb += [
                 spill.w_data.eq(spill_data), spill.w_en.eq(spill_valid),

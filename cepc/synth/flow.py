@@ -218,7 +218,8 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
                 evict_after: int | None = None, options: dict | None = None, partitioner: str = "pipeline",
                 ways: int | None = None, link_hz: float | None = None, held: bool | None = None,
                 update_cycles: int = 1, hdl: str = "verilog", netlist_dir: Path | None = None,
-                primitives: str | None = None, hazards: str = "forward", two_beat_fifos: bool = False) -> LinkDesign:
+                primitives: str | None = None, hazards: str = "forward",
+                two_beat_fifos: tuple[str, ...] = ()) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
     the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
     ``held``: as HostLink's (default: from the platform it is built for). ``hdl="vhdl"``: the design is
@@ -495,7 +496,8 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
                                     "table" if opts.hdl == "vhdl" else opts.partitioner)
     if reserved is None:  # no partitioning helps: say so before a minute of Yosys
         raise FitError(_reserved_message(design, device, sizing.reserved_blocks(design, device, plat_cls.cepc_buffer_bytes),
-                                         sizing.reserved_blocks(design, device, plat_cls.cepc_buffer_bytes, True),
+                                         sizing.reserved_blocks(design, device, plat_cls.cepc_buffer_bytes,
+                                                                sizing.TWO_BEAT_FIFOS),
                                          opts.partitioner, opts.hdl))
     try:
         choice = sizing.choose(design, device, opts.partitioner, opts.partitions or pipeline_default,
@@ -629,7 +631,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     if opts.hdl == "vhdl":
         progress("ghdl: synthesising the VHDL")
     if choice.two_beat_fifos:
-        options["two_beat_fifos"] = True
+        options["two_beat_fifos"] = list(choice.two_beat_fifos)
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
                      update_cycles=cycles, hazards=hazards, hdl=opts.hdl, netlist_dir=out,
                      two_beat_fifos=choice.two_beat_fifos,
