@@ -135,10 +135,15 @@ def test_fifos_too_wide_for_block_ram_are_stored_as_two_halves_behind_the_pipeli
     # the records' too, where the spill FIFO's alone leave them too many (a larger buffer)
     assert sizing.fitting_fifos(fin, UP5K, 4096, "auto").two_beat == ("spill", "records")
     assert sizing.fitting_fifos(fin, UP5K, 16384, "auto") is None  # (the buffer alone takes 32)
+    from cepc.synth.flow import _reserved_message
+    big = [sizing.reserved_blocks(fin, UP5K, 16384, kinds) for kinds in ((), sizing.TWO_BEAT_FIFOS)]
+    assert _reserved_message(fin, UP5K, *big).endswith(
+        "(31 over) before any partition state; as two halves a word (behind the pipeline partitioner) they take 47 "
+        "(15 and 32); fewer --partitions cannot help; fewer or narrower MEASURES, fewer queries or a larger device can")
     choice = sizing.choose(fin, UP5K, reserved=reserved)
     assert (choice.partitioner, choice.partitions, choice.two_beat_fifos) == ("pipeline", 1, ("spill",))
     assert "fit ice40up5k's block RAM only as two halves a word" in choice.reason
-    assert "the spill FIFO store a word as two halves" in choice.reason
+    assert "the spill FIFO stores a word as two halves" in choice.reason
     assert sizing.choose(fin, UP5K, "pipeline", 2, reserved=reserved).two_beat_fifos == ("spill",)
     with pytest.raises(ValueError, match="two halves a word, behind the pipeline"):
         sizing.choose(fin, UP5K, "table", reserved=reserved)

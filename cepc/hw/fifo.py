@@ -138,8 +138,7 @@ class TwoBeatFifo(wiring.Component):
     the low half is read into block RAM's output latch, then, as the high half is read, copied into a
     register of its own, and the word is offered from the two. A word written at one edge is offered
     after the third, a cycle later than from BlockRamFifo; one is offered every other cycle at most (the
-    writer's rate). ``w_level`` counts
-    a word at once, until it is taken, as BlockRamFifo's does.
+    writer's rate). ``w_level`` counts a word at once, until it is taken, as BlockRamFifo's does.
 
     The low half offered takes ``width / 2`` flip-flops, where BlockRamFifo takes none, and the halves
     a multiplexer into block RAM: worth it only where the full width does not fit block RAM."""

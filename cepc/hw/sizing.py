@@ -37,7 +37,8 @@ REGISTER_PIPELINE = 2
 # flip-flops. An element's bit costs about three of the UP5K's logic cells (its flip-flop, the swap's
 # multiplexer, the compares): finance0's 659-bit element took 1,870 of them (6,929 with two elements, 5,059
 # with one) and mshape's 1,094-bit one 3,677 (8,900 and 5,223). So on the UP5K each of them, finance5 and
-# finance2 get one element, whose logic fits.
+# finance2 get one element (finance0's design then takes 4,567 logic cells, finance5's 5,117; finance2's
+# 7,411 do not fit).
 ELEMENT_SHARE = 1 / 6
 
 
@@ -173,7 +174,10 @@ def two_beat_note(kinds: tuple[str, ...]) -> str:
     if not kinds:
         return ""
     names = {"spill": "the spill FIFO", "records": "the FIFOs of match records"}
-    return f"; {' and '.join(names[k] for k in kinds)} store a word as two halves, in half the block RAM"
+    verb = "stores" if len(kinds) == 1 else "store"
+    return f"; {' and '.join(names[k] for k in kinds)} {verb} a word as two halves, in half the block RAM"
+
+
 WAYS = (4, 2, 1)  # --ways: entries per bucket of a hashed table
 
 

@@ -185,7 +185,8 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", 
 
 
 # The FIFOs a Top may store as two halves a word (``two_beat_fifos``): the spill FIFO (its tuples) and
-# every query's FIFO of match records, in the order `cepc synth` takes them (the narrower first)
+# every query's FIFO of match records, in the order `cepc synth` takes them (the spill FIFO, of one tuple a
+# word, is the narrower in the examples that need it: cepc.hw.sizing.fitting_fifos)
 TWO_BEAT_FIFOS = ("spill", "records")
 
 

@@ -713,8 +713,8 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
             fit = placement_error(text, platform.device, partitions, seed)
             again = placer_again(text, opts.placer, placers[-1])
             if fit and again:  # (then for every seed after this one too)
-                progress(f"note: nextpnr's HeAP placer could not place the design ({fit}); the {again} "
-                         f"placer instead (--placer heap to keep HeAP)")
+                progress(f"note: nextpnr's HeAP placer could not place the design at the device's limit with "
+                         f"--seed {seed}; the {again} placer instead (--placer heap to keep HeAP)")
                 placers.append(again)
                 return route(seed)
             if fit and opts.hdl == "vhdl" and fam == "ice40":
@@ -961,13 +961,13 @@ def _reserved_message(design, device, reserved, halved, partitioner: str = "auto
     # (why they cannot be stored as two halves a word either)
     if not keyed(design):
         why = "without PARTITION BY there is no pipeline partitioner to store them as two halves a word"
-    elif hdl == "vhdl":
-        why = "--hdl verilog would store them as two halves a word, behind the pipeline partitioner"
-    elif partitioner == "table":
-        why = "--partitioner pipeline would store them as two halves a word"
-    else:
+    elif halved.blocks > device.blocks:
         why = (f"as two halves a word (behind the pipeline partitioner) they take {halved.blocks} "
                f"({halved.fifos} and {halved.buffer})")
+    elif hdl == "vhdl":
+        why = "--hdl verilog would store them as two halves a word, behind the pipeline partitioner"
+    else:
+        why = "--partitioner pipeline would store them as two halves a word"
     return (text + why + "; fewer --partitions cannot help; fewer or narrower MEASURES, fewer queries or a larger "
             "device can")
 
