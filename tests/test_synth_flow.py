@@ -73,6 +73,24 @@ def test_every_example_synthesises_and_meets_timing(example, board, tmp_path, ca
         assert "Running Static placer" in log and "HeAP Placer Time" not in log  # the static placer's, not HeAP's
 
 
+def test_finance0_fits_the_up5k_with_its_spill_fifo_in_two_beats(tmp_path, capsys):
+    # its FIFOs' full words and the host link's buffer take 33 of the UP5K's 30 block RAMs: `auto` stores
+    # the spill FIFO's words as two halves (28), behind a pipeline of one element (a sixth of the
+    # flip-flops), and the design fits (4,567 logic cells at 1fe5e20) and meets 24 MHz (30.3 at 51)
+    out = tmp_path / "build"
+    rc = main(["synth", str(ROOT / "examples" / "finance" / "finance0" / "finance0.sql"), "--board", "icebreaker",
+               "--freq", "24", "-o", str(out), "--report", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert re.search(r"^partitioner: pipeline \(Woods et al.\), 1 partition, .*; the spill FIFO stores a word as two "
+                     r"halves, in half the block RAM\)$", err, re.M)
+    r = assert_flow_report(out, tmp_path / "r.json", err, "icebreaker", "24")
+    assert r["options"]["partitioner"] == "pipeline" and r["options"]["partitions"] == 1
+    assert r["resources"]["bram"]["used"] == 28  # (19 for the records, 5 for the spill FIFO's halves, 4 for the buffer)
+    side = json.loads((out / "cepc_board.layout.json").read_text())
+    assert side["options"]["two_beat_fifos"] == ["spill"]
+
+
 def test_the_vhdl_back_end_synthesises_onto_a_board(tmp_path, capsys):
     # --hdl vhdl: GHDL's netlist of the VHDL in place of the Amaranth design, inside the same host link;
     # on an ECP5 its table's banks are DP16KDs, read through their output registers as Amaranth's are
