@@ -35,7 +35,8 @@ def tools():
 # 93.6 MHz on the 12F and 34.5 MHz on the UP5K in one run, mshape 45-46 MHz), clocks the PLL makes
 # exactly and 3 Mbaud divides. mshape's one partition carries 1,094 bits of partial matches: with
 # four, place and route alone takes minutes.
-# (mshape on the UP5K does not fit: test_mshape_does_not_fit_the_up5k_and_says_so)
+# (mshape on the UP5K: two partitions do not fit, test_mshape_does_not_fit_the_up5k_and_says_so; one takes
+# 98.9 % of its logic cells and routes, in tens of minutes: bench/results/synth.md)
 BOARDS = {"ulx3s-12f": (4, "30"), "icebreaker": (2, "24")}
 
 
