@@ -76,22 +76,29 @@ def test_r_rdy_next_is_the_flag_after_the_edge():
     assert {r for _, r in pairs} == {0, 1}
 
 
+def after_one_write(dut, word: int) -> list[tuple[int, int]]:
+    """``word`` written at the first edge (and held), nothing read: (r_rdy, w_level) after each of the
+    next three edges."""
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.w_en, 1)
+        ctx.set(dut.w_data, word)
+        await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        for _ in range(3):
+            seen.append((ctx.get(dut.r_rdy), ctx.get(dut.w_level)))
+            await ctx.tick()
+
+    clocked(dut, bench)
+    return seen
+
+
 def test_a_word_is_read_two_cycles_after_its_write_like_the_buffered_fifo():
     # both back ends, and the iCE40's block-RAM FIFO, take the same cycles
     levels = []
     for dut in (OutputFifo(8, 16), BlockRamFifo(8, 16)):
-        seen = []
-
-        async def bench(ctx, dut=dut, seen=seen):
-            ctx.set(dut.w_en, 1)
-            ctx.set(dut.w_data, 0xA5)
-            await ctx.tick()
-            ctx.set(dut.w_en, 0)
-            for _ in range(3):
-                seen.append((ctx.get(dut.r_rdy), ctx.get(dut.w_level)))
-                await ctx.tick()
-
-        clocked(dut, bench)
+        seen = after_one_write(dut, 0xA5)
         assert [rdy for rdy, _ in seen] == [0, 1, 1], dut
         levels.append([level for _, level in seen])
     # the write register's word is not counted until stored (the top keeps a slot for it); the
@@ -228,21 +235,7 @@ def test_the_two_beat_fifo_gives_every_word_whole_once_in_order(width, depth, wr
 
 
 def test_the_two_beat_fifo_offers_a_word_a_cycle_after_the_block_ram_fifo_and_one_every_other_cycle():
-    flags = []
-    for dut in (BlockRamFifo(20, 16), TwoBeatFifo(20, 16)):
-        seen = []
-
-        async def bench(ctx, dut=dut, seen=seen):
-            ctx.set(dut.w_data, 0x5A5A5)  # (held)
-            ctx.set(dut.w_en, 1)
-            await ctx.tick()
-            ctx.set(dut.w_en, 0)
-            for _ in range(3):
-                seen.append(ctx.get(dut.r_rdy))
-                await ctx.tick()
-
-        clocked(dut, bench)
-        flags.append(seen)
+    flags = [[rdy for rdy, _ in after_one_write(dut, 0x5A5A5)] for dut in (BlockRamFifo(20, 16), TwoBeatFifo(20, 16))]
     # written at the first edge: offered after the second (block RAM's) or the third (two halves)
     assert flags == [[0, 1, 1], [0, 0, 1]]
 

@@ -23,7 +23,7 @@ from .ecp5 import dp16kd_blocks
 from .layouts import key_width, record_layout
 from .partition.table import DEFAULT_WAYS, STAMP_BITS, bank_depth_of, stored_columns, tag_width_of
 from .top import OUTPUT_FIFO_DEPTH as FIFO_DEPTH
-from .top import TWO_BEAT_FIFOS
+from .top import TWO_BEAT_FIFOS, keyed
 from .top import payload_width as payload_bits
 
 BUDGET = 0.5  # share of the device's block RAM the partition tables may take
@@ -90,7 +90,7 @@ def fitting_fifos(design: DesignPlan, device: Device, buffer_bytes: int, partiti
     full = reserved_blocks(design, device, buffer_bytes)
     if full.blocks <= device.blocks:
         return full
-    if partitioner == "table" or not any(q.key_fields for q in design.queries):
+    if partitioner == "table" or not keyed(design):
         return None
     for n in range(1, len(TWO_BEAT_FIFOS) + 1):
         halved = reserved_blocks(design, device, buffer_bytes, TWO_BEAT_FIFOS[:n])
