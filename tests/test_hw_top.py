@@ -182,6 +182,38 @@ def test_wide_records_through_two_beat_fifos_match_the_reference():
         assert len(result.records) > 10
 
 
+@pytest.mark.parametrize("example, symbols", [("finance0", 1), ("finance5", 1), ("finance5", 2), ("mshape", 1),
+                                             ("mshape", 2)])
+def test_a_pipeline_of_one_or_two_elements_takes_its_conditions_a_stage_ahead(example, symbols):
+    # `cepc synth`'s choice on the UP5K: Woods' pipeline with one element (and two). A keyed partial-match
+    # core's conditions are computed a stage before the tail, from the state its key will find there
+    # (`ahead_state`: with one element, from the tuple after stage 3's registers, the payload line
+    # bypassed), and registered. Tuples of one key come every other cycle, so each reads the state its
+    # key's last tuple wrote; under backpressure and stalls the registered conditions must wait too
+    import random
+
+    path = ROOT / "examples" / ("mshape/mshape.sql" if example == "mshape" else f"finance/{example}/{example}.sql")
+    c = check(parse_file(path))
+    rng = random.Random(len(example) + symbols)
+    prices, rows = dict(zip(["IBM", "ACME"][:symbols], [40000, 30000])), []
+    for i in range(360):
+        symbol = rng.choice(sorted(prices))
+        prices[symbol] = max(1, prices[symbol] + rng.choice([-60, -15, 10, 20, 70, 90, 120]))
+        if example == "mshape" and i % 9 == 8:  # (a new pattern, below where the last began)
+            prices[symbol] = max(1, prices[symbol] - 300)
+        rows.append({"time": 1000 * i, "symbol": symbol, "price": prices[symbol],
+                     "volume": rng.choice([1000, 6000, 9000])})
+    # (a byte a cycle; then with the output held back until the FIFOs fill and `en` falls, while tuples
+    # wait at the tail and a stage before it: 64 bits, where a tuple takes three beats, and 256, where
+    # the framer has the next tuple ready as one is taken, so the stages between two tuples hold copies
+    # of each, not of one)
+    for seed, bus_width, backpressure in ((1, 8, 0.0), (2, 64, 0.97), (3, 256, 0.97)):
+        result = hwsim.run_and_compare(c, pd.DataFrame(rows), bus_width=bus_width, partitions=symbols,
+                                       partitioner="pipeline", stall=0.2, backpressure=backpressure, seed=seed,
+                                       idle=600)
+        assert len(result.records) > 5
+
+
 def test_two_beat_fifos_are_the_pipeline_partitioners():
     design = lower(check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql")))
     with pytest.raises(ValueError, match="pipeline partitioner"):

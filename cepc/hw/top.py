@@ -166,6 +166,13 @@ def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "p
     return partitions if partitioner == "pipeline" else TABLE_DEPTH + update_cycles - 1
 
 
+def pipeline_conditions(q: QueryPlan) -> bool:
+    """Whether Woods' pipeline gives query ``q``'s partial-match core its conditions
+    (:class:`~cepc.hw.nfa_core.Conditions`, every MIN's and MAX's compare among them) from a register,
+    computed a stage before the partitioner's tail: a keyed query with conditions to compute."""
+    return bool(q.key_fields) and q.tracks_matches and Conditions(q, every_beat=True).width > 0
+
+
 def payload_width(design: DesignPlan, decoder: bool = True) -> int:
     """The width of the delay line carrying each tuple beside its key: the raw tuple (whole bytes) and
     the predicate vector of the shared decoder (the queries it serves)."""
@@ -383,20 +390,29 @@ class Top(wiring.Component):
         # which it registers for stage 3)
         looks_ahead = table and any(q.key_fields and (q.within is not None or q.tracks_matches and Conditions(q).width)
                                     for q in design.queries)
-        line_depth = depth - lag  # (lag: to the lookup, then a register stage)
-        # (the tables take what their conditions read of the tuple at stage 1: TupleInputs)
-        m.submodules.payload = payload = DelayLine(payload_width(design, self.decoder), line_depth, en_ahead=True,
-                                                   ahead=3 if looks_ahead else False)
-        assert len(payload.i_data) == self.tuple_width + len(b_preds)
+        # (with Woods' pipeline, a keyed partial-match core's conditions are computed a stage before the
+        # partitioner's tail, for the tuple there, from the state its key will find at the tail
+        # (`ahead_state`), and registered: the payload line ends a stage early, then a register stage)
+        ahead = int(self.partitioner == "pipeline" and any(pipeline_conditions(q) for q in design.queries))
+        line_depth = depth - lag - ahead  # (lag: to the lookup, then a register stage)
         en_payload = en_copy("payload")
-        m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
-                     payload.i_data.eq(Cat(b_raw, b_preds))]
-        t_data, t_valid = payload.o_data, payload.o_valid  # the tuple as the cores update with it
+        b_payload = Signal(payload_width(design, self.decoder))
+        assert len(b_payload) == self.tuple_width + len(b_preds)
+        m.d.comb += b_payload.eq(Cat(b_raw, b_preds))
+        if line_depth:
+            # (the tables take what their conditions read of the tuple at stage 1: TupleInputs)
+            m.submodules.payload = payload = DelayLine(len(b_payload), line_depth, en_ahead=True,
+                                                       ahead=3 if looks_ahead else False)
+            m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
+                         payload.i_data.eq(b_payload)]
+            t_data, t_valid = payload.o_data, payload.o_valid  # the tuple as the cores update with it
+        else:  # (a pipeline of one element: the tuple after stage 3's registers is a stage before its tail)
+            payload, t_data, t_valid = None, b_payload, b_valid
         t_data_before = t_data  # (the tuple a stage before the cores', at the lookup or after it)
-        for stage in range(5, 5 + lag):
+        for stage in range(5, 5 + lag + ahead):
             t_data_before = t_data
             data, valid = t_data, t_valid
-            t_data = Signal(len(payload.o_data), name=f"payload{stage}", reset_less=True)
+            t_data = Signal(len(b_payload), name=f"payload{stage}", reset_less=True)
             t_valid = Signal(name=f"payload{stage}_valid")
             with m.If(en_payload):
                 m.d.sync += [t_data.eq(data), t_valid.eq(valid)]
@@ -463,6 +479,7 @@ class Top(wiring.Component):
             width = q.state_width
             # the tuple's terms, carried beside it (and a stage before the cores')
             _, line, terms_now, terms_before = term_lines.get(q.index, (None, None, None, None))
+            piped = False
             if q.tracks_matches:
                 # (lag: the table computes the conditions of every state it may pick, for the tuple
                 # at the lookup; else the core those of its next state, for the tuple behind)
@@ -472,9 +489,13 @@ class Top(wiring.Component):
                     if lag and q.key_fields and not small_die(platform) else None
                 # (the three-cycle update: the table computes the conditions once, every MIN's and MAX's
                 # compare among them)
+                # (the pipeline: its conditions computed once, from `ahead_state`, every MIN's and MAX's compare
+                # among them, as with the three-cycle update)
+                piped = bool(ahead) and pipeline_conditions(q)
                 core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead and not lag,
-                                        given_cond=bool(q.key_fields) and looks_ahead, carried_terms=line is not None,
-                                        update_inputs=inputs, every_beat=lag == 2)
+                                        given_cond=bool(q.key_fields) and looks_ahead or piped,
+                                        carried_terms=line is not None, update_inputs=inputs,
+                                        every_beat=lag == 2 or piped)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if inputs is not None:
                     tuple4 = Signal(self.tuple_layout, name=f"{qname}_tuple{3 + lag}")
@@ -555,9 +576,15 @@ class Top(wiring.Component):
                     else:  # judged all along the chain: by the latest time the tail has taken
                         time = unsigned_time(t_tuple)
                         now = Signal(expiry, name=f"{qname}_now")
-                        with m.If(en_q & payload.o_valid):
+                        with m.If(en_q & t_valid):
                             m.d.sync += now.eq(time)
                         m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
+                if piped:  # the conditions of the state the tuple a stage before the tail will find there
+                    before = Signal(self.tuple_layout, name=f"{qname}_tuple_ahead")
+                    cond = Signal(core.conditions.width, name=f"{qname}_cond", reset_less=True)
+                    m.d.comb += [before.eq(t_data_before[:self.tuple_layout.size]), core.cond.eq(cond)]
+                    with m.If(en_q):
+                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before))
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0

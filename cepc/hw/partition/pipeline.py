@@ -31,7 +31,7 @@ cycles, so it is exact only for patterns that cannot span that long.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -61,8 +61,8 @@ class PipelinePartitioner(wiring.Component):
 
     Protocol: when ``en`` and ``slot`` are high the caller may ``inject`` a
     ``key``. Exactly ``depth`` enabled cycles later the key appears on
-    ``out_key`` with ``out_valid``; ``out_state`` is its stored vector (zero if
-    it has none), ``out_hit`` says it has an element, ``out_free`` that the tail
+    ``out_key`` with ``out_valid``; ``out_state`` is its stored state (its vector
+    zero if it has none, and then the rest don't-cares), ``out_hit`` says it has an element, ``out_free`` that the tail
     element is free. In that cycle the caller drives ``next_state`` and the
     partitioner stores it (allocating the free element when needed). When
     neither hit nor free and ``next_state`` is non-zero, the tuple cannot be
@@ -71,6 +71,12 @@ class PipelinePartitioner(wiring.Component):
     The state is the partition's whole payload (``state_width`` bits): the NFA
     state vector in its low ``vector_width`` bits (default: all), then any
     partial-match registers. A zero vector is a fresh partition.
+
+    ``ahead_state`` is the stored state the token a stage before the tail will
+    find there, the cycle before it does (the key's, where it has an element):
+    tokens are two stages apart, so no write to the tail lands in between, and
+    a caller may compute from it, and register, what the update will read (a
+    partial-match core's conditions), taking them out of the update's cycle.
 
     Exact eviction for WITHIN (``expiry_width``): when the tail stores a
     state it also stores ``next_expiry`` (the tuple's time plus the window),
@@ -90,7 +96,7 @@ class PipelinePartitioner(wiring.Component):
         self._period = tick_period(evict_after) if evict_after else None
         self._xw = expiry_width
         self.places_every_key = False  # a key finding every element taken is dropped
-        super().__init__(_signature(key_width, state_width, expiry_width or 1))
+        super().__init__(_signature(key_width, state_width, expiry_width or 1) | {"ahead_state": Out(state_width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -144,7 +150,11 @@ class PipelinePartitioner(wiring.Component):
             self.out_key.eq(tk[last]),
             self.out_hit.eq(hit),
             self.out_free.eq(~live[last]),
-            self.out_state.eq(Mux(hit, estate[last], 0)),
+            # (the vector alone is cleared without a hit: a state's registers are read only where its
+            # bit is on, and the one net of `hit` then reaches the vector's bits, not every bit)
+            self.out_state.eq(Cat(Mux(hit, estate[last][:self._vw], 0), estate[last][self._vw:])),
+            # (the tail after this cycle's swap: no token is at the tail while one is a stage before it)
+            self.ahead_state.eq(Mux(swap[last - 1], estate[last - 1], estate[last]) if n >= 2 else estate[last]),
         ]
 
         # the tail element after this cycle: the token there stores its new state
