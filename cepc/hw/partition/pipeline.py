@@ -186,7 +186,9 @@ class PipelinePartitioner(wiring.Component):
                     if j < last:
                         m.d.sync += own_next[i].eq(Mux(swap[j], owns(j + 1, key), owns(j, key)))
                     else:
-                        m.d.sync += own_next[i].eq(tail_used & Mux(alloc, tk[last] == key, ekey[last] == key))
+                        # (a token at the tail writes its key there, if it writes at all: see below)
+                        written = tv[last] & (hit | ~live[last])
+                        m.d.sync += own_next[i].eq(tail_used & Mux(written, tk[last] == key, ekey[last] == key))
 
         count = Signal(range(n + 1))
         m.d.comb += self.occupied.eq(count)
@@ -216,21 +218,23 @@ class PipelinePartitioner(wiring.Component):
                     m.d.sync += timer[j].eq(Mux(tick & (age != 0), age - 1, age))
                 if expiry:
                     m.d.sync += expiry[j].eq(until)
-            # the tail stores the token's new state
+            # the tail stores the token's new state: in its own element, or in a free one, which it keeps
+            # only if the state is not zero (a free element's key, state, timer and expiry are don't-cares,
+            # so they are written whether it is kept or not: the write's enable, which reaches every bit
+            # of the element, does not wait for the state's update)
             m.d.sync += assoc[last].eq(tail_used)
+            with m.If(tv[last] & (hit | ~live[last])):
+                m.d.sync += [ekey[last].eq(tk[last]), estate[last].eq(self.next_state)]
+                if expiry:
+                    m.d.sync += expiry[last].eq(self.next_expiry)
+                if timer:
+                    with m.If(~hit):
+                        m.d.sync += timer[last].eq(TIMER_MAX)
             with m.If(tv[last]):
                 with m.If(hit):
-                    m.d.sync += estate[last].eq(self.next_state)
-                    if expiry:
-                        m.d.sync += expiry[last].eq(self.next_expiry)
                     with m.If(~keep):
                         m.d.sync += count.eq(count - 1)
                 with m.Elif(alloc):
-                    m.d.sync += [ekey[last].eq(tk[last]), estate[last].eq(self.next_state)]
-                    if timer:
-                        m.d.sync += timer[last].eq(TIMER_MAX)
-                    if expiry:
-                        m.d.sync += expiry[last].eq(self.next_expiry)
                     with m.If(~assoc[last]):
                         m.d.sync += count.eq(count + 1)
                 with m.Elif(assoc[last] & ~live[last]):
