@@ -448,6 +448,26 @@ class Top(wiring.Component):
                 with m.If(en_terms):
                     m.d.sync += terms_now.eq(terms_before)
             term_lines[q.index] = (terms, line, terms_now, terms_before)
+        for q, qname in zip(design.queries, hw_names(design)):
+            # (the pipeline: the conditions computed a stage before its tail read the terms from a register
+            # there, computed from the tuple at stage 2 (its products on the iCE40's DSPs) beside stage 3's
+            # registers and carried beside the tuple, and the core's candidates from one at the tail)
+            terms = TupleTerms(q, self.tuple_layout) if ahead and pipeline_conditions(q) else None
+            if terms is None or not terms.width:
+                continue
+            b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
+            with m.If(en_front):
+                m.d.sync += b_terms.eq(terms.of(a_tuple))
+            terms_before, line = b_terms, None
+            if line_depth:
+                line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True)
+                m.d.comb += [line.en.eq(en_payload), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
+                             line.i_data.eq(b_terms)]
+                terms_before = line.o_data
+            terms_now = Signal(terms.width, name=f"{qname}_terms_tail", reset_less=True)
+            with m.If(en_payload):
+                m.d.sync += terms_now.eq(terms_before)
+            term_lines[q.index] = (terms, line, terms_now, terms_before)
         tuple3 = None
         if looks_ahead:
             tuple3 = Signal(self.tuple_layout)
@@ -479,13 +499,14 @@ class Top(wiring.Component):
             width = q.state_width
             # the tuple's terms, carried beside it (and a stage before the cores')
             _, line, terms_now, terms_before = term_lines.get(q.index, (None, None, None, None))
+            carried = q.index in term_lines  # (its terms come beside the tuple, computed before)
             piped = False
             if q.tracks_matches:
                 # (lag: the table computes the conditions of every state it may pick, for the tuple
                 # at the lookup; else the core those of its next state, for the tuple behind)
                 # (lag, on a large die: its candidates' updates read copies of the tuple's fields and
                 # terms, one per state they extend, registered from the stage before: TupleInputs)
-                inputs = TupleInputs.for_updates(q, self.tuple_layout, line is not None) \
+                inputs = TupleInputs.for_updates(q, self.tuple_layout, carried) \
                     if lag and q.key_fields and not small_die(platform) else None
                 # (the three-cycle update: the table computes the conditions once, every MIN's and MAX's
                 # compare among them)
@@ -494,7 +515,7 @@ class Top(wiring.Component):
                 piped = bool(ahead) and pipeline_conditions(q)
                 core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead and not lag,
                                         given_cond=bool(q.key_fields) and looks_ahead or piped,
-                                        carried_terms=line is not None, update_inputs=inputs,
+                                        carried_terms=carried, update_inputs=inputs,
                                         every_beat=lag == 2 or piped)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if inputs is not None:
@@ -504,7 +525,7 @@ class Top(wiring.Component):
                     for g in range(q.nfa.n_states + 1):
                         name = f"{qname}_update{g}"
                         copy = m.submodules[f"{Replica.PREFIX}{name}"] = Replica(inputs.width)
-                        m.d.comb += [copy.d.eq(inputs.pack(tuple4, terms_before if line is not None else None)),
+                        m.d.comb += [copy.d.eq(inputs.pack(tuple4, terms_before if carried else None)),
                                      copy.en.eq(en_copy(name))]
                         copies.append(copy.q)
                     m.d.comb += core.inputs.eq(Cat(*copies))
@@ -528,7 +549,7 @@ class Top(wiring.Component):
                 if q.within is not None:  # exact eviction: see PipelinePartitioner
                     expiry, window = within_expiry(q, tup)
                 if self.partitioner == "table":
-                    inputs = TupleInputs.for_conditions(q, self.tuple_layout, line is not None, every_beat=lag == 2) \
+                    inputs = TupleInputs.for_conditions(q, self.tuple_layout, carried, every_beat=lag == 2) \
                         if q.tracks_matches else None
                     part = table_partitioner(q, tup, self.partitions, self.ways, self.evict_after,
                                              core if q.tracks_matches else None, inputs, lag=lag, stall=stall)
@@ -584,7 +605,8 @@ class Top(wiring.Component):
                     cond = Signal(core.conditions.width, name=f"{qname}_cond", reset_less=True)
                     m.d.comb += [before.eq(t_data_before[:self.tuple_layout.size]), core.cond.eq(cond)]
                     with m.If(en_q):
-                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before))
+                        known = term_lines[q.index][0].unpack(terms_before) if carried else None
+                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known))
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0
