@@ -374,10 +374,14 @@ def test_partitioner_evicts_elements_whose_timer_ran_out():
 def test_ordered_compares_in_slices_as_amaranth_compares(wa, sa, wb, sb, chunk):
     # cepc.hw.expr.ordered: an ordering cut into slices of `chunk` bits, exact over mixed signedness,
     # against Amaranth's own comparison of the same operands, on values at and around the slices'
-    # edges, the signs' and the extremes
+    # edges, the signs' and the extremes; and given either operand's inverse (a register of its own,
+    # which each slice's carry then takes as it is), and in one slice
     a, b = Signal(signed(wa) if sa else unsigned(wa)), Signal(signed(wb) if sb else unsigned(wb))
+    na, nb = Signal(wa), Signal(wb)
     ops = ("<", "<=", ">", ">=")
-    got = {op: ordered(op, a, b, chunk) for op in ops}
+    got = {(op, given): ordered(op, a, b, size, inverse)
+           for op in ops for given, size, inverse in (("none", chunk, (None, None)), ("a", chunk, (na, None)),
+                                                      ("b", chunk, (None, nb)), ("b, one slice", None, (None, nb)))}
     want = {op: CMP[op](a, b) for op in ops}
     rng = random.Random(wa * 100 + wb)
 
@@ -393,8 +397,10 @@ def test_ordered_compares_in_slices_as_amaranth_compares(wa, sa, wb, sb, chunk):
         for x, y in pairs:
             ctx.set(a, x)
             ctx.set(b, y)
-            for op in ops:
-                assert ctx.get(got[op]) == ctx.get(want[op]), (x, op, y)
+            ctx.set(na, ~x & ((1 << wa) - 1))
+            ctx.set(nb, ~y & ((1 << wb) - 1))
+            for (op, given), value in got.items():
+                assert ctx.get(value) == ctx.get(want[op]), (x, op, y, given)
 
     sim = Simulator(Module())
     sim.add_testbench(bench)

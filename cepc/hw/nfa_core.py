@@ -362,10 +362,10 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr,
     return base + f  # SUM
 
 
-def _beats(reg, value: Value, base: Value, chunk: int | None = None) -> Value:
+def _beats(reg, value: Value, base: Value, chunk: int | None = None, inverse: Value | None = None) -> Value:
     """Whether a MIN or MAX register ``reg`` holding ``base`` takes ``value`` instead (with ``chunk``,
-    compared in slices: :func:`~cepc.hw.expr.ordered`)."""
-    return ordered("<" if reg.func == "MIN" else ">", value, base, chunk)
+    compared in slices, and given ``~value`` as ``inverse``, if at all: :func:`~cepc.hw.expr.ordered`)."""
+    return ordered("<" if reg.func == "MIN" else ">", value, base, chunk, (inverse, None))
 
 
 def _better(q: QueryPlan, a: Value, b: Value, chunk: int | None = None) -> Value:
@@ -513,9 +513,13 @@ class Conditions:
         return list(out.values())
 
     def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None,
-           only: list[int] | None = None) -> Value:
+           only: list[int] | None = None, inverse: dict[str, Value] | None = None) -> Value:
         """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_`` (and
-        its :class:`TupleTerms`, if given: ``known``); with ``only``, those bits alone (the rest zero)."""
+        its :class:`TupleTerms`, if given: ``known``); with ``only``, those bits alone (the rest zero).
+        ``inverse``: some of the tuple's fields inverted, by name (registers of their own), which
+        its orderings take (:func:`~cepc.hw.expr.ordered`)."""
+        inverse = inverse or {}
+        inverted = {PField(name): value for name, value in inverse.items()}
         q = self._q
         old = _registers(q, state)
 
@@ -529,7 +533,8 @@ class Conditions:
         builders = {}
         for (s, p), i in wanted(self.holds):
             if p not in builders:
-                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known, chunk=COMPARE_CARRY)
+                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known, chunk=COMPARE_CARRY,
+                                          inverse=inverted)
             bits[i] = builders[p].truth(q.predicates[q.nfa.pred[s]].expr)
         if wanted(self.extend):
             since = ExprBuilder(field, None, known).value(window_start(q))
@@ -540,7 +545,9 @@ class Conditions:
         for (a, b), i in wanted(self.before):
             bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register], COMPARE_CARRY)
         for (p, r), i in wanted(self.beats):
-            bits[i] = _beats(q.registers[r], _source(q.registers[r], field, known), old[p][r], COMPARE_CARRY)
+            reg = q.registers[r]
+            bits[i] = _beats(reg, _source(reg, field, known), old[p][r], COMPARE_CARRY,
+                             inverse.get(reg.field) if reg.scale == 1 else None)
         return Cat(*bits) if bits else Const(0, 1)
 
 

@@ -600,13 +600,35 @@ class Top(wiring.Component):
                         with m.If(en_q & t_valid):
                             m.d.sync += now.eq(time)
                         m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
+                def inverted_fields(q, core, known, qname=qname):
+                    """(on the iCE40) the fields the conditions read of the tuple a stage before the tail,
+                    inverted, in registers beside it: each ordering's carry takes them as they are, with
+                    no logic cell in front of it (cepc.hw.expr.ordered)"""
+                    if not small_die(platform):
+                        return None
+                    names = core.conditions.fields_read(tuple(known or ()))
+                    inverse = Cat(*(~field(a_tuple, name).as_unsigned() for name in names))
+                    inverted = Signal(len(inverse), name=f"{qname}_inverted", reset_less=True)
+                    with m.If(en_front):
+                        m.d.sync += inverted.eq(inverse)
+                    if line_depth:
+                        line = m.submodules[f"{qname}_inverted"] = DelayLine(len(inverse), line_depth)
+                        m.d.comb += [line.en.eq(en_payload), line.i_valid.eq(b_valid), line.i_data.eq(inverted)]
+                        inverted = line.o_data
+                    out, lo = {}, 0
+                    for name in names:
+                        width = len(field(a_tuple, name))
+                        out[name], lo = inverted[lo:lo + width], lo + width
+                    return out
+
                 if piped:  # the conditions of the state the tuple a stage before the tail will find there
                     before = Signal(self.tuple_layout, name=f"{qname}_tuple_ahead")
                     cond = Signal(core.conditions.width, name=f"{qname}_cond", reset_less=True)
                     m.d.comb += [before.eq(t_data_before[:self.tuple_layout.size]), core.cond.eq(cond)]
                     with m.If(en_q):
                         known = term_lines[q.index][0].unpack(terms_before) if carried else None
-                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known))
+                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known,
+                                                               inverse=inverted_fields(q, core, known)))
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0
