@@ -379,8 +379,8 @@ def test_ordered_compares_in_slices_as_amaranth_compares(wa, sa, wb, sb, chunk):
     a, b = Signal(signed(wa) if sa else unsigned(wa)), Signal(signed(wb) if sb else unsigned(wb))
     na, nb = Signal(wa), Signal(wb)
     ops = ("<", "<=", ">", ">=")
-    got = {(op, given): ordered(op, a, b, size, inverse)
-           for op in ops for given, size, inverse in (("none", chunk, (None, None)), ("a", chunk, (na, None)),
+    got = {(op, which): ordered(op, a, b, size, inverse)
+           for op in ops for which, size, inverse in (("none", chunk, (None, None)), ("a", chunk, (na, None)),
                                                       ("b", chunk, (None, nb)), ("b, one slice", None, (None, nb)))}
     want = {op: CMP[op](a, b) for op in ops}
     rng = random.Random(wa * 100 + wb)
@@ -399,8 +399,8 @@ def test_ordered_compares_in_slices_as_amaranth_compares(wa, sa, wb, sb, chunk):
             ctx.set(b, y)
             ctx.set(na, ~x & ((1 << wa) - 1))
             ctx.set(nb, ~y & ((1 << wb) - 1))
-            for (op, given), value in got.items():
-                assert ctx.get(value) == ctx.get(want[op]), (x, op, y, given)
+            for (op, which), value in got.items():
+                assert ctx.get(value) == ctx.get(want[op]), (x, op, y, which)
 
     sim = Simulator(Module())
     sim.add_testbench(bench)
