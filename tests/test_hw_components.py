@@ -344,6 +344,53 @@ def test_partitioner_full_table_reports_neither_hit_nor_free():
     assert occupied == 3
 
 
+@pytest.mark.parametrize("depth", [1, 2])
+@pytest.mark.parametrize("stale_by", ["timer", "expiry"])
+def test_a_key_takes_over_an_element_left_stale_and_keeps_its_state_there(depth, stale_by):
+    # The tail's write is decided the cycle before the token reaches it (`writes`, from registers): a
+    # token that finds the tail element stale (its timer ran out, or its expiry passed) writes its key
+    # and state there, so its key's next tuple finds them. Keys 5 (and 9) take every element; key 6
+    # comes at each cycle around the moment they go stale, so that some time a timer runs out on the
+    # very edge before key 6 reaches the tail. (`now`, the time of the tail's latest tuple, moves with a
+    # tuple of key 7 just before key 6: dropped while the elements are live.)
+    outcomes = set()
+    for arrival in range(6, 64, 2):
+        if stale_by == "timer":  # (a tick every 3 cycles, 15 ticks: a tick falls on either edge of a slot)
+            dut = PipelinePartitioner(depth, 8, 4, evict_after=45)
+        else:
+            dut = PipelinePartitioner(depth, 8, 4, expiry_width=8)
+        seen = []
+
+        async def bench(ctx, dut=dut, arrival=arrival, seen=seen):
+            ctx.set(dut.en, 1)
+            schedule = {2 * depth + 4 * i: 9 - i for i in range(depth - 1)}
+            schedule |= {4 * depth: 5, 4 * depth + arrival - 4: 7, 4 * depth + arrival: 6,
+                         4 * depth + arrival + 20: 6}
+            now = 0
+            for cycle in range(4 * depth + arrival + 40):
+                key = schedule.get(cycle)
+                if key is not None:
+                    assert ctx.get(dut.slot)
+                ctx.set(dut.inject, int(key is not None))
+                ctx.set(dut.key, key or 0)
+                if stale_by == "expiry":  # a tuple's time is its cycle; it expires 24 later
+                    ctx.set(dut.now, now)
+                    ctx.set(dut.next_expiry, cycle + 24)
+                if ctx.get(dut.out_valid):
+                    k = ctx.get(dut.out_key)
+                    seen.append((k, ctx.get(dut.out_hit), ctx.get(dut.out_free), ctx.get(dut.out_state)))
+                    ctx.set(dut.next_state, k)  # (a key's state is the key)
+                    now = cycle
+                await ctx.tick()
+
+        run(dut, bench)
+        first, second = [s for s in seen if s[0] == 6]
+        if first[1] or first[2]:  # placed: its next tuple finds its state
+            assert second[1] == 1 and second[3] == 6, (arrival, seen)
+        outcomes.add(bool(first[2]))
+    assert outcomes == {False, True}  # (some arrivals find the elements live, some stale)
+
+
 def test_partitioner_evicts_elements_whose_timer_ran_out():
     dut = PipelinePartitioner(4, 8, 4, evict_after=30)  # a tick every 2 cycles, 15 ticks
     seen, evictions = [], []
