@@ -395,19 +395,19 @@ class Top(wiring.Component):
         # (`ahead_state`), and registered: the payload line ends a stage early, then a register stage)
         ahead = int(self.partitioner == "pipeline" and any(pipeline_conditions(q) for q in design.queries))
         line_depth = depth - lag - ahead  # (lag: to the lookup, then a register stage)
-        en_payload = en_copy("payload")
-        b_payload = Signal(payload_width(design, self.decoder))
-        assert len(b_payload) == self.tuple_width + len(b_preds)
-        m.d.comb += b_payload.eq(Cat(b_raw, b_preds))
+        b_payload = Cat(b_raw, b_preds)
+        assert len(b_payload) == payload_width(design, self.decoder)
         if line_depth:
             # (the tables take what their conditions read of the tuple at stage 1: TupleInputs)
             m.submodules.payload = payload = DelayLine(len(b_payload), line_depth, en_ahead=True,
                                                        ahead=3 if looks_ahead else False)
+            en_payload = en_copy("payload")
             m.d.comb += [payload.en.eq(en_payload), payload.en_next.eq(en_next), payload.i_valid.eq(b_valid),
                          payload.i_data.eq(b_payload)]
             t_data, t_valid = payload.o_data, payload.o_valid  # the tuple as the cores update with it
         else:  # (a pipeline of one element: the tuple after stage 3's registers is a stage before its tail)
             payload, t_data, t_valid = None, b_payload, b_valid
+            en_payload = en_copy("payload")
         t_data_before = t_data  # (the tuple a stage before the cores', at the lookup or after it)
         for stage in range(5, 5 + lag + ahead):
             t_data_before = t_data
