@@ -102,8 +102,11 @@ class PipelinePartitioner(wiring.Component):
         m = Module()
         n, kw, sw = self._depth, self._kw, self._sw
         assoc = [Signal(name=f"e{i}_used") for i in range(n)]
-        ekey = [Signal(kw, name=f"e{i}_key") for i in range(n)]
-        estate = [Signal(sw, name=f"e{i}_state") for i in range(n)]
+        # (an element's key, state, timer and expiry are don't-cares while it is free, as every element is
+        # after a reset: they have no reset, which on the iCE40 would join the write's enable, a reset's
+        # route from the host link into every bit of the element: finance0's critical path on the UP5K)
+        ekey = [Signal(kw, name=f"e{i}_key", reset_less=True) for i in range(n)]
+        estate = [Signal(sw, name=f"e{i}_state", reset_less=True) for i in range(n)]
         tv = [Signal(name=f"t{i}_valid") for i in range(n)]
         tk = [Signal(kw, name=f"t{i}_key") for i in range(n)]
         slot = Signal(init=1)
@@ -111,7 +114,7 @@ class PipelinePartitioner(wiring.Component):
 
         # with eviction, an element whose timer ran out is stale: it counts as free
         if self._period is not None:
-            timer = [Signal(range(TIMER_MAX + 1), name=f"e{i}_timer") for i in range(n)]
+            timer = [Signal(range(TIMER_MAX + 1), name=f"e{i}_timer", reset_less=True) for i in range(n)]
             live = [assoc[i] & (timer[i] != 0) for i in range(n)]
             ticks = Signal(range(self._period))
             tick = Signal()
@@ -121,7 +124,7 @@ class PipelinePartitioner(wiring.Component):
         else:
             timer, live, tick = None, assoc, None
         if self._xw is not None:  # WITHIN: an element past its expiry is stale too
-            expiry = [Signal(self._xw, name=f"e{i}_expiry") for i in range(n)]
+            expiry = [Signal(self._xw, name=f"e{i}_expiry", reset_less=True) for i in range(n)]
             live = [live[i] & ~(expiry[i] < self.now) for i in range(n)]
         else:
             expiry = None
@@ -143,7 +146,9 @@ class PipelinePartitioner(wiring.Component):
             s = Signal(name=f"swap{i}")
             m.d.comb += s.eq(tv[i] & (own_here[i] | (~live[i] & ~own_next[i])))
             swap.append(s)
-        hit = Signal()  # the token at the tail owns the element there, live (registered: see `writes`)
+        # the token at the tail owns the element there, live (registered: see `writes`; read only with a token
+        # at the tail, so it needs no reset, nor does `writes`, which writes only a free element after one)
+        hit = Signal(reset_less=True)
         m.d.comb += [
             self.out_valid.eq(tv[last]),
             self.out_key.eq(tk[last]),
@@ -195,7 +200,7 @@ class PipelinePartitioner(wiring.Component):
         # (with no token at the tail they are not read). The write's enable reaches every bit of the
         # element, and `hit` clears the state vector the core reads: the ownership flags' logic before
         # them was the UP5K's critical path (finance0: 22.1 ns, then 21.4 ns through the core's choice)
-        writes = Signal()
+        writes = Signal(reset_less=True)
 
         def live_after(j):  # element j's liveness after this edge (its timer ticks; `now` stays)
             alive = assoc[j]
