@@ -496,6 +496,27 @@ class Top(wiring.Component):
         pred_base = 0
         conflicts, conflicts_held = [], []  # (stall) per table: a key within its spacing shares the bucket
         adjacents = []  # (lag) per table: the key taken into stage 2 shares the bucket of stage 2's
+        def inverted_fields(qname, core, known):
+            """(the pipeline's conditions, on the iCE40) the fields they read of the tuple a stage before
+            the tail, inverted, in registers beside it: each ordering's carry chain takes them as they are,
+            with no logic cell in front of it (cepc.hw.expr.ordered)"""
+            if not small_die(platform):
+                return None
+            names = core.conditions.fields_read(tuple(known or ()))
+            inverse = Cat(*(~field(a_tuple, name).as_unsigned() for name in names))
+            inverted = Signal(len(inverse), name=f"{qname}_inverted", reset_less=True)
+            with m.If(en_front):
+                m.d.sync += inverted.eq(inverse)
+            if line_depth:
+                line = m.submodules[f"{qname}_inverted"] = DelayLine(len(inverse), line_depth)
+                m.d.comb += [line.en.eq(en_payload), line.i_valid.eq(b_valid), line.i_data.eq(inverted)]
+                inverted = line.o_data
+            out, lo = {}, 0
+            for name in names:
+                width = len(field(a_tuple, name))
+                out[name], lo = inverted[lo:lo + width], lo + width
+            return out
+
         for q, qname, uses_decoder in zip(design.queries, hw_names(design), decoded):
             n_preds = len(q.predicates)
             n_states = q.vector_width  # the bits that are zero for a fresh partition
@@ -603,35 +624,14 @@ class Top(wiring.Component):
                         with m.If(en_q & t_valid):
                             m.d.sync += now.eq(time)
                         m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
-                def inverted_fields(q, core, known, qname=qname):
-                    """(on the iCE40) the fields the conditions read of the tuple a stage before the tail,
-                    inverted, in registers beside it: each ordering's carry takes them as they are, with
-                    no logic cell in front of it (cepc.hw.expr.ordered)"""
-                    if not small_die(platform):
-                        return None
-                    names = core.conditions.fields_read(tuple(known or ()))
-                    inverse = Cat(*(~field(a_tuple, name).as_unsigned() for name in names))
-                    inverted = Signal(len(inverse), name=f"{qname}_inverted", reset_less=True)
-                    with m.If(en_front):
-                        m.d.sync += inverted.eq(inverse)
-                    if line_depth:
-                        line = m.submodules[f"{qname}_inverted"] = DelayLine(len(inverse), line_depth)
-                        m.d.comb += [line.en.eq(en_payload), line.i_valid.eq(b_valid), line.i_data.eq(inverted)]
-                        inverted = line.o_data
-                    out, lo = {}, 0
-                    for name in names:
-                        width = len(field(a_tuple, name))
-                        out[name], lo = inverted[lo:lo + width], lo + width
-                    return out
-
                 if piped:  # the conditions of the state the tuple a stage before the tail will find there
                     before = Signal(self.tuple_layout, name=f"{qname}_tuple_ahead")
                     cond = Signal(core.conditions.width, name=f"{qname}_cond", reset_less=True)
                     m.d.comb += [before.eq(t_data_before[:self.tuple_layout.size]), core.cond.eq(cond)]
+                    known = term_lines[q.index][0].unpack(terms_before) if carried else None
+                    inverse = inverted_fields(qname, core, known)
                     with m.If(en_q):
-                        known = term_lines[q.index][0].unpack(terms_before) if carried else None
-                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known,
-                                                               inverse=inverted_fields(q, core, known)))
+                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known, inverse=inverse))
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0

@@ -62,8 +62,8 @@ class PipelinePartitioner(wiring.Component):
     Protocol: when ``en`` and ``slot`` are high the caller may ``inject`` a
     ``key``. Exactly ``depth`` enabled cycles later the key appears on
     ``out_key`` with ``out_valid``; ``out_state`` is its stored state (its vector
-    zero if it has none, and then the rest don't-cares), ``out_hit`` says it has an element, ``out_free`` that the tail
-    element is free. In that cycle the caller drives ``next_state`` and the
+    zero if it has none, and then the rest don't-cares), ``out_hit`` says it has
+    an element, ``out_free`` that the tail element is free. In that cycle the caller drives ``next_state`` and the
     partitioner stores it (allocating the free element when needed). When
     neither hit nor free and ``next_state`` is non-zero, the tuple cannot be
     placed: the caller counts it as dropped. Throughput: one key per two cycles.
@@ -146,8 +146,9 @@ class PipelinePartitioner(wiring.Component):
             s = Signal(name=f"swap{i}")
             m.d.comb += s.eq(tv[i] & (own_here[i] | (~live[i] & ~own_next[i])))
             swap.append(s)
-        # the token at the tail owns the element there, live (registered: see `writes`; read only with a token
-        # at the tail, so it needs no reset, nor does `writes`, which writes only a free element after one)
+        # the token at the tail owns the element there, live (registered: see `writes`). Neither needs a
+        # reset: `hit` is read only with a token at the tail, and `writes`, low without one, can at most
+        # write an element the reset freed, in the cycle after it
         hit = Signal(reset_less=True)
         m.d.comb += [
             self.out_valid.eq(tv[last]),
@@ -196,8 +197,8 @@ class PipelinePartitioner(wiring.Component):
 
         # Whether the token at the tail owns the element there, live (`hit`), and whether it writes there
         # (it owns the element, or finds it free: `writes`), decided the cycle before, from registers: the
-        # token is a stage before the tail then, and no token is at the tail, so no write lands in between
-        # (with no token at the tail they are not read). The write's enable reaches every bit of the
+        # token is a stage before the tail then, and no token is at the tail, so no write lands in between.
+        # The write's enable reaches every bit of the
         # element, and `hit` clears the state vector the core reads: the ownership flags' logic before
         # them was the UP5K's critical path (finance0: 22.1 ns, then 21.4 ns through the core's choice)
         writes = Signal(reset_less=True)
