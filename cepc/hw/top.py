@@ -427,49 +427,42 @@ class Top(wiring.Component):
         # cycle that updates a key's state
         term_lines = {}
         for q, qname in zip(design.queries, hw_names(design)):
-            terms = TupleTerms(q, self.tuple_layout) if looks_ahead and q.tracks_matches and q.key_fields else None
-            if terms is None or not terms.width:
-                continue
-            b_terms = Signal(terms.width, name=f"{qname}_b_terms")
-            # (on a large die the products' operands from copies of their own, loaded as a_tuple is)
-            # (on ECP5 each pair of the operands' slices a multiplier block of its own, whose input and
-            # output registers are the copies and the partial product)
-            m.d.comb += b_terms.eq(terms.staged(m, a_tuple, b_tuple, en_front, qname,
-                                                operands=None if small_die(platform) else (f_tuple, a_load),
-                                                blocks=uses_mult18(platform)))
-            line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True, ahead=3)
-            en_terms = en_copy(f"{qname}_terms")
-            m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
-                         line.i_data.eq(b_terms)]
-            terms_now = line.o_data  # (the cores'; lag: a stage after the line, or two)
-            terms_before = terms_now
-            for stage in range(5, 5 + lag):
-                terms_before, terms_now = terms_now, Signal(terms.width, name=f"{qname}_terms{stage}", reset_less=True)
-                with m.If(en_terms):
-                    m.d.sync += terms_now.eq(terms_before)
-            term_lines[q.index] = (terms, line, terms_now, terms_before)
-        for q, qname in zip(design.queries, hw_names(design)):
             # (the pipeline: the conditions computed a stage before its tail read the terms from a register
             # there, computed from the tuple at stage 2 beside stage 3's registers and carried beside the
             # tuple, and the core's candidates from one at the tail. Not on the iCE40, whose logic cells
             # the UP5K's designs are short of: those registers, a logic cell a bit, took finance5 from
             # 5,065 logic cells to 5,168 of 5,280, which nextpnr could not place)
+            piped = ahead and pipeline_conditions(q) and not small_die(platform)
             terms = TupleTerms(q, self.tuple_layout) \
-                if ahead and pipeline_conditions(q) and not small_die(platform) else None
+                if looks_ahead and q.tracks_matches and q.key_fields or piped else None
             if terms is None or not terms.width:
                 continue
-            b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
-            with m.If(en_front):
-                m.d.sync += b_terms.eq(terms.of(a_tuple))
-            terms_before, line = b_terms, None
-            if line_depth:
-                line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True)
-                m.d.comb += [line.en.eq(en_payload), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
+            if piped:
+                b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
+                with m.If(en_front):
+                    m.d.sync += b_terms.eq(terms.of(a_tuple))
+            else:
+                b_terms = Signal(terms.width, name=f"{qname}_b_terms")
+                # (on a large die the products' operands from copies of their own, loaded as a_tuple is)
+                # (on ECP5 each pair of the operands' slices a multiplier block of its own, whose input and
+                # output registers are the copies and the partial product)
+                m.d.comb += b_terms.eq(terms.staged(m, a_tuple, b_tuple, en_front, qname,
+                                                    operands=None if small_die(platform) else (f_tuple, a_load),
+                                                    blocks=uses_mult18(platform)))
+            line, terms_now = None, b_terms
+            if line_depth:  # (a pipeline of one element has none: the terms after stage 3 are a stage ahead)
+                line = m.submodules[f"{qname}_terms"] = DelayLine(terms.width, line_depth, en_ahead=True,
+                                                                  ahead=3 if looks_ahead else False)
+                terms_now = line.o_data  # (the cores'; lag: a stage after the line, or two; ahead: one)
+            en_terms = en_copy(f"{qname}_terms")
+            if line is not None:
+                m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
                              line.i_data.eq(b_terms)]
-                terms_before = line.o_data
-            terms_now = Signal(terms.width, name=f"{qname}_terms_tail", reset_less=True)
-            with m.If(en_payload):
-                m.d.sync += terms_now.eq(terms_before)
+            terms_before = terms_now
+            for stage in range(5, 5 + lag + ahead):
+                terms_before, terms_now = terms_now, Signal(terms.width, name=f"{qname}_terms{stage}", reset_less=True)
+                with m.If(en_terms):
+                    m.d.sync += terms_now.eq(terms_before)
             term_lines[q.index] = (terms, line, terms_now, terms_before)
         tuple3 = None
         if looks_ahead:

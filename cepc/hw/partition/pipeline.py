@@ -149,7 +149,7 @@ class PipelinePartitioner(wiring.Component):
         # the token at the tail owns the element there, live (registered: see `writes`). Neither needs a
         # reset: `hit` is read only with a token at the tail, and `writes`, low without one, can at most
         # write an element the reset freed, in the cycle after it
-        hit = Signal(reset_less=True)
+        hit, writes = Signal(reset_less=True), Signal(reset_less=True)
         m.d.comb += [
             self.out_valid.eq(tv[last]),
             self.out_key.eq(tk[last]),
@@ -192,17 +192,14 @@ class PipelinePartitioner(wiring.Component):
                         m.d.sync += own_next[i].eq(Mux(swap[j], owns(j + 1, key), owns(j, key)))
                     else:
                         # (a token at the tail writes its key there, if it writes at all: see below)
-                        written = tv[last] & (hit | ~live[last])
-                        m.d.sync += own_next[i].eq(tail_used & Mux(written, tk[last] == key, ekey[last] == key))
+                        m.d.sync += own_next[i].eq(tail_used & Mux(writes, tk[last] == key, ekey[last] == key))
 
         # Whether the token at the tail owns the element there, live (`hit`), and whether it writes there
         # (it owns the element, or finds it free: `writes`), decided the cycle before, from registers: the
         # token is a stage before the tail then, and no token is at the tail, so no write lands in between.
-        # The write's enable reaches every bit of the
-        # element, and `hit` clears the state vector the core reads: the ownership flags' logic before
-        # them was the UP5K's critical path (finance0: 22.1 ns, then 21.4 ns through the core's choice)
-        writes = Signal(reset_less=True)
-
+        # The write's enable reaches every bit of the element, and `hit` clears the state vector the core
+        # reads: the ownership flags' logic before them was the UP5K's critical path (finance0: 22.1 ns,
+        # then 21.4 ns through the core's choice)
         def live_after(j):  # element j's liveness after this edge (its timer ticks; `now` stays)
             alive = assoc[j]
             if timer:
