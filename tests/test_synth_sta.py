@@ -87,3 +87,15 @@ def test_the_worst_path_into_each_late_register_from_where_it_starts():
     # at a faster clock both of b's inputs miss it, and the path given is still the worst's
     e = sta.endpoints(sdf, 1.9)
     assert e.groups[0].failing == 2 and (e.groups[0].source, e.groups[0].levels) == ("q_partitioner.a", 2)
+
+
+def test_a_cell_is_named_by_its_register():
+    # the cells nextpnr names after a register's bits, its LUT's or its block's, as the design names the
+    # register: on the iCE40 a logic cell whose LUT feeds its flip-flop is named after the LUT (the host
+    # link's copy of the reset, the start of a traced path at one placement of finance0 on the UP5K), and
+    # its flip-flop after the register
+    assert sta._register("link.design.finance0_partitioner.d$309_TRELLIS_FF_Q_565") == "finance0_partitioner.d$309"
+    assert sta._register("link.replica_rst_design.d_SB_LUT4_I3_LC") == "link.replica_rst_design.d"
+    assert sta._register("link.replica_rst_design.d_SB_DFFSR_Q_DFFLC") == "link.replica_rst_design.d"
+    assert sta._register("link.design.cond_SB_DFFE_Q_5_DFFLC") == "cond"
+    assert sta._register("link.design.q_partitioner.replica_pick3.q_TRELLIS_FF_Q") == "q_partitioner.replica_pick3"

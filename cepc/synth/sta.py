@@ -90,7 +90,8 @@ def _pin(token: str) -> tuple[str, str]:
     return token[:cut], token[cut + 1:]
 
 
-_CELL = re.compile(r"(_TRELLIS_FF|_SB_DFF|_DFFLC|\$DPRAM|\$CCU2|_LUT4_|_LC$).*$")
+# (an iCE40 logic cell is named after its LUT where one feeds its flip-flop: ``d_SB_LUT4_I3_LC``)
+_CELL = re.compile(r"(_TRELLIS_FF|_SB_DFF|_SB_LUT4|_DFFLC|\$DPRAM|\$CCU2|_LUT4_|_LC$).*$")
 
 
 def _register(instance: str) -> str:
