@@ -393,7 +393,8 @@ class Top(wiring.Component):
         # (with Woods' pipeline, a keyed partial-match core's conditions are computed a stage before the
         # partitioner's tail, for the tuple there, from the state its key will find at the tail
         # (`ahead_state`), and registered: the payload line ends a stage early, then a register stage)
-        ahead = int(self.partitioner == "pipeline" and any(pipeline_conditions(q) for q in design.queries))
+        piped = {q.index for q in design.queries if self.partitioner == "pipeline" and pipeline_conditions(q)}
+        ahead = int(bool(piped))
         line_depth = depth - lag - ahead  # (lag: to the lookup, then a register stage)
         b_payload = Cat(b_raw, b_preds)
         assert len(b_payload) == payload_width(design, self.decoder)
@@ -432,12 +433,12 @@ class Top(wiring.Component):
             # tuple, and the core's candidates from one at the tail. Not on the iCE40, whose logic cells
             # the UP5K's designs are short of: those registers, a logic cell a bit, took finance5 from
             # 5,065 logic cells to 5,168 of 5,280, which nextpnr could not place)
-            piped = ahead and pipeline_conditions(q) and not small_die(platform)
+            carry = q.index in piped and not small_die(platform)
             terms = TupleTerms(q, self.tuple_layout) \
-                if looks_ahead and q.tracks_matches and q.key_fields or piped else None
+                if looks_ahead and q.tracks_matches and q.key_fields or carry else None
             if terms is None or not terms.width:
                 continue
-            if piped:
+            if carry:
                 b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
                 with m.If(en_front):
                     m.d.sync += b_terms.eq(terms.of(a_tuple))
@@ -517,7 +518,6 @@ class Top(wiring.Component):
             # the tuple's terms, carried beside it (and a stage before the cores')
             _, line, terms_now, terms_before = term_lines.get(q.index, (None, None, None, None))
             carried = q.index in term_lines  # (its terms come beside the tuple, computed before)
-            piped = False
             if q.tracks_matches:
                 # (lag: the table computes the conditions of every state it may pick, for the tuple
                 # at the lookup; else the core those of its next state, for the tuple behind)
@@ -529,11 +529,10 @@ class Top(wiring.Component):
                 # compare among them)
                 # (the pipeline: its conditions computed once, from `ahead_state`, every MIN's and MAX's compare
                 # among them, as with the three-cycle update)
-                piped = bool(ahead) and pipeline_conditions(q)
                 core = PartialMatchCore(q, self.tuple_layout, lookahead=bool(q.key_fields) and looks_ahead and not lag,
-                                        given_cond=bool(q.key_fields) and looks_ahead or piped,
+                                        given_cond=bool(q.key_fields) and looks_ahead or q.index in piped,
                                         carried_terms=carried, update_inputs=inputs,
-                                        every_beat=lag == 2 or piped)
+                                        every_beat=lag == 2 or q.index in piped)
                 m.d.comb += core.tuple.eq(t_tuple)
                 if inputs is not None:
                     tuple4 = Signal(self.tuple_layout, name=f"{qname}_tuple{3 + lag}")
@@ -617,7 +616,7 @@ class Top(wiring.Component):
                         with m.If(en_q & t_valid):
                             m.d.sync += now.eq(time)
                         m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
-                if piped:  # the conditions of the state the tuple a stage before the tail will find there
+                if q.index in piped:  # the conditions of the state the tuple a stage before the tail finds there
                     before = Signal(self.tuple_layout, name=f"{qname}_tuple_ahead")
                     cond = Signal(core.conditions.width, name=f"{qname}_cond", reset_less=True)
                     m.d.comb += [before.eq(t_data_before[:self.tuple_layout.size]), core.cond.eq(cond)]

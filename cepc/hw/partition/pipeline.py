@@ -63,10 +63,11 @@ class PipelinePartitioner(wiring.Component):
     ``key``. Exactly ``depth`` enabled cycles later the key appears on
     ``out_key`` with ``out_valid``; ``out_state`` is its stored state (its vector
     zero if it has none, and then the rest don't-cares), ``out_hit`` says it has
-    an element, ``out_free`` that the tail element is free. In that cycle the caller drives ``next_state`` and the
-    partitioner stores it (allocating the free element when needed). When
-    neither hit nor free and ``next_state`` is non-zero, the tuple cannot be
-    placed: the caller counts it as dropped. Throughput: one key per two cycles.
+    an element, ``out_free`` that the tail element is free. In that cycle the
+    caller drives ``next_state`` and the partitioner stores it (allocating the
+    free element when needed). When neither hit nor free and ``next_state`` is
+    non-zero, the tuple cannot be placed: the caller counts it as dropped.
+    Throughput: one key per two cycles.
 
     The state is the partition's whole payload (``state_width`` bits): the NFA
     state vector in its low ``vector_width`` bits (default: all), then any
