@@ -465,7 +465,8 @@ class LinkSimulation:
     each way once the block has ended. ``held``: records and spills cross as
     on an iCE40 (HostLink's ``held``); by default as on an ECP5, in registers.
     ``hdl="vhdl"``: the design inside the link is the VHDL back end's, as GHDL synthesises it for
-    ``cepc synth --hdl vhdl`` (its Verilog netlist, built with the link's).
+    ``cepc synth --hdl vhdl`` (its Verilog netlist, built with the link's). The Verilog design is built
+    as ``cepc synth`` builds it (Top's ``late_measures``).
     """
 
     CLOCK_HZ = 100_000_000
@@ -509,7 +510,8 @@ class LinkSimulation:
         if not all(s.exists() for s in sources):
             ld = link_design(lower(self.checked), partitions=self.partitions, clock_hz=self.CLOCK_HZ,
                              link_hz=self.LINK_HZ, baud=self.LINK_HZ // self.divisor, buffer_bytes=self.buffer_bytes,
-                             buffer_frames=self.buffer_frames, held=self.held, hdl=self.hdl, netlist_dir=work)
+                             buffer_frames=self.buffer_frames, held=self.held, hdl=self.hdl, netlist_dir=work,
+                             late_measures=True)  # (as `cepc synth` builds it)
             source.write_text(_flat_verilog(ld.link, self.TOP))
         _verilator_env()
         from cocotb_tools.runner import get_runner

@@ -213,8 +213,52 @@ def test_a_pipeline_of_one_or_two_elements_takes_its_conditions_a_stage_ahead(ex
                                                     (3, 256, 0.97, None), (4, 256, 0.97, hwsim.Ice40())):
         result = hwsim.run_and_compare(c, pd.DataFrame(rows), bus_width=bus_width, partitions=symbols,
                                        partitioner="pipeline", stall=0.2, backpressure=backpressure, seed=seed,
-                                       idle=600, platform=platform)
+                                       idle=600, platform=platform, late_measures=platform is not None)
         assert len(result.records) > 5
+
+
+@pytest.mark.parametrize("two_beat", [(), ("records",)])
+def test_a_pipelines_computed_measures_come_from_registers_and_its_records_a_cycle_later(two_beat):
+    # `cepc synth`'s records behind Woods' pipeline (late_measures): finance5's `took`, time - FIRST(time),
+    # from a register loaded in the cycle after the record's own, and the record written then, a cycle
+    # later than `cepc compile`'s (not with records in two beats, whose second beat is a cycle later
+    # already). A tuple comes every other cycle, so the record's registers hold through that cycle:
+    # every record whole and right under backpressure and stalls, with one key's tuples back to back
+    import random
+
+    c = check(parse_file(ROOT / "examples" / "finance" / "finance5" / "finance5.sql"))
+    design = lower(c)
+    top = Top(design, bus_width=8, partitions=2, late_measures=True, two_beat_fifos=two_beat)
+    top._MustUse__silence = True  # (only its queries and latency are asked)
+    assert top.late_queries == (set() if two_beat else {0})
+    assert top.latency == latency(design, 2) + 1
+    others = [Top(design, bus_width=8, partitions=2), Top(design, bus_width=8, partitioner="table", late_measures=True)]
+    for other in others:
+        other._MustUse__silence = True
+    assert others[0].latency == latency(design, 2) and not others[1].late_queries
+    rng = random.Random(7)
+    prices, rows = {"IBM": 40000, "ACME": 30000}, []
+    for i in range(300):
+        symbol = rng.choice(sorted(prices))
+        prices[symbol] = max(1, prices[symbol] + rng.choice([-60, -15, 10, 20, 70, 90, 400]))
+        rows.append({"time": 1000 * i + rng.randrange(900), "symbol": symbol, "price": prices[symbol],
+                     "volume": 1000})
+    frame = pd.DataFrame(rows)
+    for seed, bus_width, backpressure in ((1, 256, 0.0), (2, 64, 0.97), (3, 256, 0.97)):
+        result = hwsim.run_and_compare(c, frame, bus_width=bus_width, partitions=2, partitioner="pipeline",
+                                       stall=0.2, backpressure=backpressure, seed=seed, idle=600,
+                                       platform=hwsim.Ice40(), two_beat_fifos=two_beat, late_measures=True)
+        assert len(result.records) > 20 and len({r["measures"]["took"] for r in result.records}) > 10
+    # a match of two tuples: its record a cycle later, as the latency the top reports says
+    data = b"".join(design.tuple.to_bytes({"time": t, "symbol": "IBM", "price": price, "volume": 1})
+                    for t, price in ((5, 100), (9, 200)))
+    first = {}
+    for late in (False, True):
+        result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=2, idle=40,
+                                late_measures=late, two_beat_fifos=two_beat)
+        assert len(result.records) == 1 and result.records[0]["measures"]["took"] == 4
+        first[late] = result.first_record_cycle
+    assert first[True] - first[False] == top.latency - latency(design, 2) - bool(two_beat) == int(not two_beat)
 
 
 def test_two_beat_fifos_are_the_pipeline_partitioners():

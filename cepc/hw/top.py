@@ -32,7 +32,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..plan import DesignPlan, QueryPlan, TuplePlan
+from ..plan import DesignPlan, PAgg, PConst, PExpr, PField, QueryPlan, TuplePlan
 from . import refusing
 from .arbiter import RoundRobin
 from .counter import add, count_late, increment
@@ -41,7 +41,7 @@ from .delay import DelayLine
 from .ecp5 import uses_mult18
 from .fifo import BlockRamFifo, OutputFifo, TwoBeatFifo
 from .framing import Framer
-from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
+from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, ident, key_width, padded, record_layout, tuple_layout
 from .nfa_core import (
     Conditions,
     DfaCore,
@@ -166,6 +166,11 @@ def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "p
     return partitions if partitioner == "pipeline" else TABLE_DEPTH + update_cycles - 1
 
 
+def computes(expr: PExpr) -> bool:
+    """Whether a measure computes: more than a field, an aggregate or a constant."""
+    return not isinstance(expr, (PField, PAgg, PConst))
+
+
 def pipeline_conditions(q: QueryPlan) -> bool:
     """Whether Woods' pipeline gives query ``q``'s partial-match core its conditions
     (:class:`~cepc.hw.nfa_core.Conditions`, every MIN's and MAX's compare among them) from a register,
@@ -225,7 +230,7 @@ class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
                  decoder: bool = True, update_cycles: int = 1, hazards: str = "forward",
-                 two_beat_fifos: tuple[str, ...] = ()):
+                 two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False):
         with refusing(self):
             check_top(design, bus_width, partitions, partitioner, evict_after, decoder, update_cycles, hazards,
                       tuple(two_beat_fifos))
@@ -234,6 +239,10 @@ class Top(wiring.Component):
         # half the blocks (cepc.hw.fifo.TwoBeatFifo), a cycle later: Woods' pipeline takes a tuple every
         # other cycle, so they are written every other cycle at most
         self.two_beat_fifos = tuple(k for k in TWO_BEAT_FIFOS if k in two_beat_fifos)
+        # (Woods' pipeline, as `cepc synth` builds it) the queries whose records are written a cycle
+        # later, each measure that computes (finance5's `time - FIRST(time)`) from a register of its
+        # own: `late_queries`
+        self.late_measures = late_measures
         # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
         # with the tuple just before it waits a cycle (no effect without PARTITION BY)
         self.update_cycles = update_cycles if keyed(design) else 1
@@ -275,9 +284,21 @@ class Top(wiring.Component):
         return stall_spacing(self.update_cycles - 1)
 
     @property
+    def late_queries(self) -> set[int]:
+        """With ``late_measures``, behind Woods' pipeline: the queries with a measure that computes
+        (:func:`computes`), whose records (outside a FIFO in two beats) are written a cycle later, those
+        measures from registers loaded in the cycle between. The pipeline takes a tuple every other
+        cycle, so a record and the registers it is computed from hold through that cycle. (finance5 on
+        the UP5K: its `time - FIRST(time)`, a 65-bit carry chain, was the route from the match's
+        registers into block RAM, 38.7 ns.)"""
+        if not (self.late_measures and self.pipelined) or "records" in self.two_beat_fifos:
+            return set()
+        return {q.index for q in self.design.queries if any(computes(meas.expr) for meas in q.measures)}
+
+    @property
     def latency(self) -> int:
         return latency(self.design, self.partitions, self.partitioner, self.update_cycles) + \
-            int("records" in self.two_beat_fifos)
+            int("records" in self.two_beat_fifos or bool(self.late_queries))
 
     def elaborate(self, platform):
         m = Module()
@@ -287,6 +308,7 @@ class Top(wiring.Component):
         # at stage 5, from a register stage after the payload line (which reaches stage 4); the
         # three-cycle update: at stage 6, from two
         lag = self.update_cycles - 1
+        late_queries = self.late_queries
 
         def output_fifo(width, kind):
             # The output FIFOs are 16 deep: off the iCE40, a write register beside LUT RAM read without
@@ -430,10 +452,12 @@ class Top(wiring.Component):
         for q, qname in zip(design.queries, hw_names(design)):
             # (the pipeline: the conditions computed a stage before its tail read the terms from a register
             # there, computed from the tuple at stage 2 beside stage 3's registers and carried beside the
-            # tuple, and the core's candidates from one at the tail. Not on the iCE40, whose logic cells
-            # the UP5K's designs are short of: those registers, a logic cell a bit, took finance5 from
-            # 5,065 logic cells to 5,168 of 5,280, which nextpnr could not place)
-            carry = q.index in piped and not small_die(platform)
+            # tuple, and the core's candidates from one at the tail. On the iCE40 only the conditions take
+            # them: the register of a sum or difference packs into its carry chain's logic cells, but one
+            # more stage for the core took a logic cell a bit, and finance5 from 5,065 logic cells to
+            # 5,168 of 5,280, which nextpnr could not place; there the core computes its own)
+            carry = q.index in piped
+            core_takes = not (carry and small_die(platform))
             terms = TupleTerms(q, self.tuple_layout) \
                 if looks_ahead and q.tracks_matches and q.key_fields or carry else None
             if terms is None or not terms.width:
@@ -460,11 +484,11 @@ class Top(wiring.Component):
                 m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
                              line.i_data.eq(b_terms)]
             terms_before = terms_now
-            for stage in range(5, 5 + lag + ahead):
+            for stage in range(5, 5 + lag + ahead) if core_takes else ():
                 terms_before, terms_now = terms_now, Signal(terms.width, name=f"{qname}_terms{stage}", reset_less=True)
                 with m.If(en_terms):
                     m.d.sync += terms_now.eq(terms_before)
-            term_lines[q.index] = (terms, line, terms_now, terms_before)
+            term_lines[q.index] = (terms, line, terms_now if core_takes else None, terms_before)
         tuple3 = None
         if looks_ahead:
             tuple3 = Signal(self.tuple_layout)
@@ -517,7 +541,8 @@ class Top(wiring.Component):
             width = q.state_width
             # the tuple's terms, carried beside it (and a stage before the cores')
             _, line, terms_now, terms_before = term_lines.get(q.index, (None, None, None, None))
-            carried = q.index in term_lines  # (its terms come beside the tuple, computed before)
+            # (its terms come beside the tuple, computed before: to the core, or only to the conditions)
+            carried = terms_now is not None
             if q.tracks_matches:
                 # (lag: the table computes the conditions of every state it may pick, for the tuple
                 # at the lookup; else the core those of its next state, for the tuple behind)
@@ -620,7 +645,7 @@ class Top(wiring.Component):
                     before = Signal(self.tuple_layout, name=f"{qname}_tuple_ahead")
                     cond = Signal(core.conditions.width, name=f"{qname}_cond", reset_less=True)
                     m.d.comb += [before.eq(t_data_before[:self.tuple_layout.size]), core.cond.eq(cond)]
-                    known = term_lines[q.index][0].unpack(terms_before) if carried else None
+                    known = term_lines[q.index][0].unpack(terms_before) if q.index in term_lines else None
                     inverse = inverted_fields(qname, core, known)
                     with m.If(en_q):
                         m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known, inverse=inverse))
@@ -662,7 +687,9 @@ class Top(wiring.Component):
                 m.d.comb += record_valid.eq(live & matched & ~(homeless & active))
             # (two_beat_fifos: loaded only with a tuple, so a record stays as it was written through the
             # empty slot after it, and its FIFO writes the high half from it then: TwoBeatFifo)
-            en_record = en_q & part.out_valid if "records" in self.two_beat_fifos else en_q
+            # (late: so too with its measures registered, and the record written, a cycle later)
+            late = q.index in late_queries
+            en_record = en_q & part.out_valid if "records" in self.two_beat_fifos or late else en_q
             record = Signal(self.record_layout, name=f"{qname}_record", reset_less=True)
             with m.If(en_record):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
@@ -691,9 +718,21 @@ class Top(wiring.Component):
                 measures = Measures(q, self.tuple_layout)
                 m.submodules[f"{qname}_measures"] = measures
                 m.d.comb += [measures.ends.eq(ends), measures.tuple.eq(last)]
+                columns, lo = [], 0
+                for meas in q.measures:
+                    column, lo = measures.measures[lo:lo + meas.width], lo + meas.width
+                    if late and computes(meas.expr):  # (loaded every cycle: its inputs hold through the next)
+                        loaded = Signal(meas.width, name=f"{qname}_late_{ident(meas.name)}", reset_less=True)
+                        m.d.sync += loaded.eq(column)
+                        column = loaded
+                    columns.append(column)
                 written = Signal(self.record_layout, name=f"{qname}_written")
-                m.d.comb += [written.eq(record), written.measures.eq(measures.measures)]
+                m.d.comb += [written.eq(record), written.measures.eq(Cat(*columns))]
                 record = written
+            if late:
+                late_valid = Signal(name=f"{qname}_record_late_valid")
+                m.d.sync += late_valid.eq(record_valid)
+                record_valid = late_valid
             if lag:
                 # (the two-cycle update, for its faster clock: the record and its measures are
                 # registered once more, so the registers taking the core's end values (`ends`: the
@@ -732,7 +771,9 @@ class Top(wiring.Component):
         # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank
         # of block RAM), so it lags the fill levels by two cycles: keep room for the writes in flight.
         # (lag: a record stage more, one write more in flight)
-        room = Cat(*(level <= OUTPUT_FIFO_DEPTH - stall_margin(self.update_cycles) for level in levels)).all()
+        # (late_queries: a record stage more, one write more in flight)
+        margin = stall_margin(self.update_cycles) + int(bool(late_queries))
+        room = Cat(*(level <= OUTPUT_FIFO_DEPTH - margin for level in levels)).all()
         m.d.sync += [en_next.eq(room), en.eq(en_next)]
         m.d.comb += slot.eq(Cat(*slots).all())
         if holds:

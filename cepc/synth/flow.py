@@ -219,12 +219,13 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
                 ways: int | None = None, link_hz: float | None = None, held: bool | None = None,
                 update_cycles: int = 1, hdl: str = "verilog", netlist_dir: Path | None = None,
                 primitives: str | None = None, hazards: str = "forward",
-                two_beat_fifos: tuple[str, ...] = ()) -> LinkDesign:
+                two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
     the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
     ``held``: as HostLink's (default: from the platform it is built for). ``hdl="vhdl"``: the design is
     the VHDL back end's, as GHDL synthesises it into ``netlist_dir`` (:mod:`cepc.synth.vhdl`), with the
-    ``primitives`` of a device family instantiated (``"ecp5"``: the table's block RAM)."""
+    ``primitives`` of a device family instantiated (``"ecp5"``: the table's block RAM). ``late_measures``:
+    :class:`~cepc.hw.top.Top`'s, for the Verilog (the VHDL's records are written as `cepc compile`'s are)."""
     link_hz = clock_hz if link_hz is None else link_hz
     from ..emit.verilog import sidecar
     from ..hw.hostlink import HostLink
@@ -238,11 +239,12 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
         raise UsageError(str(e)) from None
     try:
         top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
-                  ways=ways, update_cycles=update_cycles, hazards=hazards, two_beat_fifos=two_beat_fifos)
+                  ways=ways, update_cycles=update_cycles, hazards=hazards, two_beat_fifos=two_beat_fifos,
+                  late_measures=late_measures and hdl == "verilog")
     except ValueError as e:
         raise UsageError(str(e)) from None
     side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
-                                 **(options or {})})
+                                 **(options or {}), **({"late_measures": True} if top.late_queries else {})})
     did = protocol.design_id(side)
     inner, netlist = top, None
     if hdl == "vhdl":
@@ -634,7 +636,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         options["two_beat_fifos"] = list(choice.two_beat_fifos)
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
                      update_cycles=cycles, hazards=hazards, hdl=opts.hdl, netlist_dir=out,
-                     two_beat_fifos=choice.two_beat_fifos,
+                     two_beat_fifos=choice.two_beat_fifos, late_measures=True,
                      # the VHDL reads the ECP5's block RAM through its output register, as Amaranth's does
                      primitives="ecp5" if fam == "ecp5" else None,
                      clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
