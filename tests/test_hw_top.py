@@ -220,7 +220,8 @@ def test_a_pipeline_of_one_or_two_elements_takes_its_conditions_a_stage_ahead(ex
 @pytest.mark.parametrize("two_beat", [(), ("records",)])
 def test_a_pipelines_computed_measures_come_from_registers_and_its_records_a_cycle_later(two_beat):
     # `cepc synth`'s records behind Woods' pipeline (late_measures): finance5's `took`, time - FIRST(time),
-    # from a register loaded in the cycle after the record's own, and the record written then, a cycle
+    # its low half from a register loaded in the cycle after the record's own, with its carry, and its high
+    # half added in that cycle, and the record written then, a cycle
     # later than `cepc compile`'s (not with records in two beats, whose second beat is a cycle later
     # already). A tuple comes every other cycle, so the record's registers hold through that cycle:
     # every record whole and right under backpressure and stalls, with one key's tuples back to back
@@ -241,14 +242,18 @@ def test_a_pipelines_computed_measures_come_from_registers_and_its_records_a_cyc
     for i in range(300):
         symbol = rng.choice(sorted(prices))
         prices[symbol] = max(1, prices[symbol] + rng.choice([-60, -15, 10, 20, 70, 90, 400]))
-        rows.append({"time": 1000 * i + rng.randrange(900), "symbol": symbol, "price": prices[symbol],
-                     "volume": 1000})
+        # (times across 2**32, where `took`'s low half borrows from its high half, some out of order:
+        # a negative `took`)
+        rows.append({"time": 2**32 - 150_000 + 1000 * i + rng.randrange(-1500, 1500), "symbol": symbol,
+                     "price": prices[symbol], "volume": 1000})
     frame = pd.DataFrame(rows)
     for seed, bus_width, backpressure in ((1, 256, 0.0), (2, 64, 0.97), (3, 256, 0.97)):
         result = hwsim.run_and_compare(c, frame, bus_width=bus_width, partitions=2, partitioner="pipeline",
                                        stall=0.2, backpressure=backpressure, seed=seed, idle=600,
                                        platform=hwsim.Ice40(), two_beat_fifos=two_beat, late_measures=True)
         assert len(result.records) > 20 and len({r["measures"]["took"] for r in result.records}) > 10
+        started = [r["measures"]["started"] for r in result.records]
+        assert min(started) < 2**32 < max(started)
     # a match of two tuples: its record a cycle later, as the latency the top reports says
     data = b"".join(design.tuple.to_bytes({"time": t, "symbol": "IBM", "price": price, "volume": 1})
                     for t, price in ((5, 100), (9, 200)))
@@ -260,6 +265,31 @@ def test_a_pipelines_computed_measures_come_from_registers_and_its_records_a_cyc
         first[late] = result.first_record_cycle
     assert first[True] - first[False] == top.latency - latency(design, 2) - bool(two_beat) == int(not two_beat)
 
+
+
+def test_late_measures_of_every_kind_match_the_reference():
+    # Measures(late=True), each column that computes: a 65-bit difference of signed times, a 33-bit one of
+    # unsigned prices and a sum of a time and a narrower signed field, negative or not (each cut in two,
+    # the low half and its carry registered), a narrow sum and a comparison (each registered whole);
+    # times across 2**32 and out of order, prices up and down
+    import random
+
+    text = """CREATE STREAM trades (time TIMESTAMP, symbol CHAR(4), price UINT32, shift INT32);
+    NAME late PARTITION BY symbol
+    MEASURES time - FIRST(time) AS took, COUNT(*) + 1 AS m, price > FIRST(price) AS up, FIRST(price) - price AS fell,
+             time + shift AS shifted
+    PATTERN ( . b+ c ) DEFINE b AS price >= LAST(price), c AS price < LAST(price);"""
+    c = check(parse(text))
+    rng = random.Random(5)
+    rows = [{"time": 2**32 - 40_000 + 250 * i + rng.randrange(-400, 400), "symbol": rng.choice(["A", "B"]),
+             "price": rng.choice([1, 2, 3, 2**31, 2**32 - 9]) + rng.randrange(9),
+             "shift": rng.choice([-1, 1]) * rng.randrange(2**31)} for i in range(320)]
+    result = hwsim.run_and_compare(c, pd.DataFrame(rows), bus_width=64, partitions=2, partitioner="pipeline",
+                                   stall=0.2, backpressure=0.9, seed=5, idle=600, platform=hwsim.Ice40(),
+                                   late_measures=True)
+    measures = [r["measures"] for r in result.records]
+    assert len(measures) > 20 and {m["up"] for m in measures} == {0, 1}
+    assert min(m["took"] for m in measures) < 0 < max(m["took"] for m in measures)
 
 def test_two_beat_fifos_are_the_pipeline_partitioners():
     design = lower(check(parse_file(ROOT / "examples" / "marathon" / "marathon.sql")))

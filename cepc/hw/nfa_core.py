@@ -813,13 +813,28 @@ class PartialMatchCore(wiring.Component):
         m.d.comb += self.next_cond.eq(Cat(*bits))
 
 
+def computes(expr: PExpr) -> bool:
+    """Whether a measure computes: more than a field, an aggregate or a constant."""
+    return not isinstance(expr, (PField, PAgg, PConst))
+
+
+# ``Measures(late=True)``: a sum or difference at least this wide is cut in two, its low half registered
+# with its carry and its high half computed in the cycle after
+SPLIT_SUM = 24
+
+
 class Measures(wiring.Component):
     """A match's MEASURES columns (``measures``, packed as the record carries them) from the
     registers of the partial match that ended (``ends``, as :class:`PartialMatchCore` gives them)
-    and the match's last tuple. Combinational."""
+    and the match's last tuple. Combinational; with ``late``, for inputs that hold through two cycles,
+    each column that computes (:func:`computes`) is given in the second, from a register loaded at the
+    first's end: a sum or difference of :data:`SPLIT_SUM` bits or more as its low half registered with
+    its carry, the high half added in the second cycle (two carry chains of half the length, one in each
+    cycle: finance5's `time - FIRST(time)` is 65 bits), any other whole."""
 
-    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout):
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, late: bool = False):
         self._q = query
+        self._late = late
         super().__init__({
             "ends": In(query.register_width), "tuple": In(tuple_layout),
             "measures": Out(max(1, query.measures_width)),
@@ -837,11 +852,40 @@ class Measures(wiring.Component):
         columns = []
         for meas in q.measures:
             column = Signal(meas.width, name=ident(f"measure_{meas.name}"))  # .eq sign-extends a signed value
-            m.d.comb += column.eq(build.truth(meas.expr) if meas.kind == "bool" else build.value(meas.expr))
+            if self._late and computes(meas.expr):
+                m.d.comb += column.eq(self._later(m, build, meas))
+            else:
+                m.d.comb += column.eq(build.truth(meas.expr) if meas.kind == "bool" else build.value(meas.expr))
             columns.append(column)
         if columns:
             m.d.comb += self.measures.eq(Cat(*columns))
         return m
+
+    @staticmethod
+    def _later(m: Module, build: ExprBuilder, meas) -> Value:
+        """Measure ``meas`` a cycle after its inputs, which hold through that cycle (``late``)."""
+        e, w, name = meas.expr, meas.width, ident(f"late_{meas.name}")
+        if meas.kind == "bool" or not (isinstance(e, PArith) and e.op in ("+", "-") and w >= SPLIT_SUM):
+            whole = Signal(w, name=name, reset_less=True)
+            m.d.sync += whole.eq(build.truth(e) if meas.kind == "bool" else build.value(e))
+            return whole
+
+        def fit(v: Value) -> Value:  # v modulo 2**w: the column's bits of any sum it is a term of
+            if len(v) >= w:
+                return v.as_unsigned()[:w]
+            top = v[-1] if v.shape().signed else Const(0, 1)
+            return Cat(v.as_unsigned(), top.replicate(w - len(v)))
+
+        x, y = fit(build.value(e.left)), fit(build.value(e.right))
+        carry = Const(e.op == "-", 1)  # (x - y is x + ~y + 1)
+        if e.op == "-":
+            y = ~y
+        k = w // 2
+        low = Signal(k + 1, name=f"{name}_low", reset_less=True)  # the low half and its carry out
+        # (a carry in as the sum of two extra low bits: one adder, one carry chain)
+        m.d.sync += low.eq((Cat(carry, x[:k]) + Cat(carry, y[:k]))[1:])
+        high = (Cat(low[k], x[k:]) + Cat(low[k], y[k:]))[1:w - k + 1]
+        return Cat(low[:k], high)
 
 
 class DfaCore(wiring.Component):

@@ -32,7 +32,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..plan import DesignPlan, PAgg, PConst, PExpr, PField, QueryPlan, TuplePlan
+from ..plan import DesignPlan, QueryPlan, TuplePlan
 from . import refusing
 from .arbiter import RoundRobin
 from .counter import add, count_late, increment
@@ -41,7 +41,7 @@ from .delay import DelayLine
 from .ecp5 import uses_mult18
 from .fifo import BlockRamFifo, OutputFifo, TwoBeatFifo
 from .framing import Framer
-from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, ident, key_width, padded, record_layout, tuple_layout
+from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
 from .nfa_core import (
     Conditions,
     DfaCore,
@@ -50,6 +50,7 @@ from .nfa_core import (
     PartialMatchCore,
     TupleInputs,
     TupleTerms,
+    computes,
     packed_registers,
     pick,
 )
@@ -166,11 +167,6 @@ def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "p
     return partitions if partitioner == "pipeline" else TABLE_DEPTH + update_cycles - 1
 
 
-def computes(expr: PExpr) -> bool:
-    """Whether a measure computes: more than a field, an aggregate or a constant."""
-    return not isinstance(expr, (PField, PAgg, PConst))
-
-
 def pipeline_conditions(q: QueryPlan) -> bool:
     """Whether Woods' pipeline gives query ``q``'s partial-match core its conditions
     (:class:`~cepc.hw.nfa_core.Conditions`, every MIN's and MAX's compare among them) from a register,
@@ -240,8 +236,7 @@ class Top(wiring.Component):
         # other cycle, so they are written every other cycle at most
         self.two_beat_fifos = tuple(k for k in TWO_BEAT_FIFOS if k in two_beat_fifos)
         # (Woods' pipeline, as `cepc synth` builds it) the queries whose records are written a cycle
-        # later, each measure that computes (finance5's `time - FIRST(time)`) from a register of its
-        # own: `late_queries`
+        # later, each measure that computes (finance5's `time - FIRST(time)`) from registers: `late_queries`
         self.late_measures = late_measures
         # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
         # with the tuple just before it waits a cycle (no effect without PARTITION BY)
@@ -286,8 +281,9 @@ class Top(wiring.Component):
     @property
     def late_queries(self) -> set[int]:
         """With ``late_measures``, behind Woods' pipeline: the queries with a measure that computes
-        (:func:`computes`), whose records (outside a FIFO in two beats) are written a cycle later, those
-        measures from registers loaded in the cycle between. The pipeline takes a tuple every other
+        (:func:`~cepc.hw.nfa_core.computes`), whose records (outside a FIFO in two beats) are written a
+        cycle later, those measures from registers loaded in the cycle between (``Measures(late=True)``:
+        a wide sum's low half and its carry, its high half added in the cycle after). The pipeline takes a tuple every other
         cycle, so a record and the registers it is computed from hold through that cycle. (finance5 on
         the UP5K: its `time - FIRST(time)`, a 65-bit carry chain, was the route from the match's
         registers into block RAM, 38.7 ns.)"""
@@ -715,19 +711,13 @@ class Top(wiring.Component):
                     ends = Signal(q.register_width, name=f"{qname}_ends", reset_less=True)
                     with m.If(en_record):
                         m.d.sync += ends.eq(core.ends)
-                measures = Measures(q, self.tuple_layout)
+                # (late: the measures that compute a cycle later, from registers: `ends` and `last`
+                # hold through that cycle)
+                measures = Measures(q, self.tuple_layout, late=late)
                 m.submodules[f"{qname}_measures"] = measures
                 m.d.comb += [measures.ends.eq(ends), measures.tuple.eq(last)]
-                columns, lo = [], 0
-                for meas in q.measures:
-                    column, lo = measures.measures[lo:lo + meas.width], lo + meas.width
-                    if late and computes(meas.expr):  # (loaded every cycle: its inputs hold through the next)
-                        loaded = Signal(meas.width, name=f"{qname}_late_{ident(meas.name)}", reset_less=True)
-                        m.d.sync += loaded.eq(column)
-                        column = loaded
-                    columns.append(column)
                 written = Signal(self.record_layout, name=f"{qname}_written")
-                m.d.comb += [written.eq(record), written.measures.eq(Cat(*columns))]
+                m.d.comb += [written.eq(record), written.measures.eq(measures.measures)]
                 record = written
             if late:
                 late_valid = Signal(name=f"{qname}_record_late_valid")
