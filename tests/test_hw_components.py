@@ -438,7 +438,9 @@ def test_ordered_compares_in_slices_as_amaranth_compares(wa, sa, wb, sb, chunk):
         return [v for v in edges if lo <= v <= hi] + [rng.randint(lo, hi) for _ in range(30)]
 
     pairs = [(x, y) for x in samples(wa, sa) for y in samples(wb, sb)]
-    pairs += [(x, x) for x in samples(wa, sa) if (-(1 << (wb - 1)) if sb else 0) <= x < (1 << (wb - (1 if sb else 0)))]
+    b_lo, b_hi = (-(1 << (wb - 1)) if sb else 0), (1 << (wb - (1 if sb else 0))) - 1
+    # (equal, and apart in one slice alone, the lowest or one above it: where the slices' join decides)
+    pairs += [(x, x + d) for x in samples(wa, sa) for d in (0, 1, -1, 1 << chunk, -(1 << chunk)) if b_lo <= x + d <= b_hi]
 
     async def bench(ctx):
         for x, y in pairs:
