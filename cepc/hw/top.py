@@ -236,7 +236,7 @@ class Top(wiring.Component):
         # other cycle, so they are written every other cycle at most
         self.two_beat_fifos = tuple(k for k in TWO_BEAT_FIFOS if k in two_beat_fifos)
         # (Woods' pipeline, as `cepc synth` builds it) the queries whose records are written a cycle
-        # later, each measure that computes (finance5's `time - FIRST(time)`) from registers: `late_queries`
+        # later, each measure that computes (finance5's `time - FIRST(time)`) across that cycle: `late_queries`
         self.late_measures = late_measures
         # 2: the table's lookup and the update each have a cycle; a tuple whose key shares a bucket
         # with the tuple just before it waits a cycle (no effect without PARTITION BY)
@@ -282,11 +282,11 @@ class Top(wiring.Component):
     def late_queries(self) -> set[int]:
         """With ``late_measures``, behind Woods' pipeline: the queries with a measure that computes
         (:func:`~cepc.hw.nfa_core.computes`), whose records (outside a FIFO in two beats) are written a
-        cycle later, those measures from registers loaded in the cycle between (``Measures(late=True)``:
-        a wide sum's low half and its carry, its high half added in the cycle after). The pipeline takes a tuple every other
-        cycle, so a record and the registers it is computed from hold through that cycle. (finance5 on
-        the UP5K: its `time - FIRST(time)`, a 65-bit carry chain, was the route from the match's
-        registers into block RAM, 38.7 ns.)"""
+        cycle later, those measures computed across the cycle between (``Measures(late=True)``: a wide
+        sum's low half and its carry registered, its high half added after). The pipeline takes a tuple
+        every other cycle, so a record and the registers it is computed from hold through that cycle.
+        (finance5 on the UP5K: its `time - FIRST(time)`, a 65-bit carry chain, was the route from the
+        match's registers into block RAM, 38.7 ns.)"""
         if not (self.late_measures and self.pipelined) or "records" in self.two_beat_fifos:
             return set()
         return {q.index for q in self.design.queries if any(computes(meas.expr) for meas in q.measures)}
