@@ -26,6 +26,8 @@ from amaranth.hdl import Cat, ClockSignal, Const, Elaboratable, Instance, Module
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
+from .expr import extended
+
 # A memory whose reads never use a word written in the same cycle (the caller forwards such writes,
 # or never reads a word being written) carries this attribute. The synthesis flow then tells Yosys
 # that such a read may return anything (its $mem_v2's RD_COLLISION_X_MASK), so it maps the memory
@@ -220,11 +222,7 @@ def mult18x18d(*, a: Value, b: Value, a_en: Value, p_en: Value, product: Value, 
     if len(a) > MULT_WIDTH or len(b) > MULT_WIDTH:
         raise ValueError(f"a MULT18X18D's operands are at most {MULT_WIDTH} bits, not {len(a)} and {len(b)}")
 
-    def extended(v):  # (to the block's 18 bits, by the operand's own signedness)
-        top = v[-1] if v.shape().signed else Const(0, 1)
-        return Cat(v, top.replicate(MULT_WIDTH - len(v)))
-
-    ax, bx = extended(a), extended(b)
+    ax, bx = extended(a, MULT_WIDTH), extended(b, MULT_WIDTH)  # (by the operands' own signedness)
     ports = {
         **{f"i_A{i}": ax[i] for i in range(MULT_WIDTH)}, **{f"i_B{i}": bx[i] for i in range(MULT_WIDTH)},
         **{f"i_C{i}": 0 for i in range(MULT_WIDTH)},

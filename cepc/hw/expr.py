@@ -18,6 +18,14 @@ CMP = {"==": Value.__eq__, "!=": Value.__ne__, "<": Value.__lt__, "<=": Value.__
         ">": Value.__gt__, ">=": Value.__ge__}
 
 
+def extended(v: Value, width: int) -> Value:
+    """``v``'s bits to ``width``: extended by its own signedness, or cut (``v`` modulo 2**width)."""
+    if len(v) > width:
+        return v.as_unsigned()[:width]
+    top = v[-1] if v.shape().signed else Const(0, 1)
+    return Cat(v, top.replicate(width - len(v)))
+
+
 def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
             inverse: tuple[Value | None, Value | None] = (None, None)) -> Value:
     """``a op b`` for an ordering ``op`` (``<``, ``<=``, ``>``, ``>=``), exact as Amaranth's over mixed

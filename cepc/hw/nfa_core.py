@@ -20,7 +20,7 @@ from ..plan import (
     has_aggregates,
 )
 from .ecp5 import RegisteredMult
-from .expr import ExprBuilder, ordered
+from .expr import ExprBuilder, extended, ordered
 from .layouts import field as field_of
 from .layouts import ident
 from .replica import Replica
@@ -870,13 +870,8 @@ class Measures(wiring.Component):
             m.d.sync += whole.eq(build.truth(e) if meas.kind == "bool" else build.value(e))
             return whole
 
-        def fit(v: Value) -> Value:  # v modulo 2**w: the column's bits of any sum it is a term of
-            if len(v) >= w:
-                return v.as_unsigned()[:w]
-            top = v[-1] if v.shape().signed else Const(0, 1)
-            return Cat(v.as_unsigned(), top.replicate(w - len(v)))
-
-        x, y = fit(build.value(e.left)), fit(build.value(e.right))
+        # (each term modulo 2**w: the column's bits of the sum)
+        x, y = extended(build.value(e.left), w), extended(build.value(e.right), w)
         carry = Const(e.op == "-", 1)  # (x - y is x + ~y + 1)
         if e.op == "-":
             y = ~y
