@@ -41,10 +41,11 @@ def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
     ``u <= v`` that of ``v + ~u + 1``. An ordering is a subtraction, and the iCE40's carry logic takes
     its operands straight from the logic cell's inputs, so the inverter Yosys puts in front of the
     chain is a logic cell of its own and a route (finance0 on the UP5K: 2.6 ns of its 21.6 ns critical
-    path). Every ordering of a pair takes the same chains but in its lowest slice (``u > v`` is not
-    ``u <= v``): a pair ordered both ways, as Yosys' own compares share one chain, shares all but one.
-    (One chain a way, each ordering's own, took mshape from 5,111 logic cells to 5,273 of the UP5K's
-    5,280, and nextpnr could not place it.)"""
+    path). Every ordering of a pair takes the same chains but in the lowest slice, where ``u <= v``
+    and ``u > v`` (not ``u <= v``) take the carry in, and ``u < v`` and ``u >= v`` do not: a pair
+    ordered both ways shares its chains, as Yosys' own compares of a pair share one. (A chain a way
+    took mshape to 5,273 of the UP5K's 5,280 logic cells, where nextpnr could not place it; shared,
+    5,149.)"""
     a, b = Value.cast(a), Value.cast(b)
     sa, sb = a.shape().signed, b.shape().signed
     signed = sa or sb
