@@ -22,6 +22,16 @@ def yowasp_or_skip(tool: str) -> list[str]:
         pytest.skip(str(e))
 
 
+def ice40_cells(il: str, cwd: Path, script: str = "") -> dict[str, int]:
+    """Yosys' ``synth_ice40`` of the RTLIL ``il`` (its top module ``top``), after ``script``: its cells by type."""
+    import subprocess
+
+    (cwd / "m.il").write_text(il)
+    (cwd / "m.ys").write_text(f"read_rtlil m.il\n{script}\nsynth_ice40 -top top\ntee -q -o stat.json stat -json\n")
+    subprocess.run([*yowasp_or_skip("yosys"), "-q", "m.ys"], cwd=cwd, check=True, capture_output=True)
+    return json.loads((cwd / "stat.json").read_text())["design"]["num_cells_by_type"]
+
+
 def assert_flow_report(out: Path, report: Path, err: str, board: str, freq: str, static: bool = False) -> dict:
     """What every successful `cepc synth` on ``board`` at ``freq`` MHz must give: the report (as
     --report wrote it and as report.json in the build directory), its resources, both clocks met,
