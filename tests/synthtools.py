@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,6 @@ def yowasp_or_skip(tool: str) -> list[str]:
 
 def ice40_cells(il: str, cwd: Path, script: str = "") -> dict[str, int]:
     """Yosys' ``synth_ice40`` of the RTLIL ``il`` (its top module ``top``), after ``script``: its cells by type."""
-    import subprocess
-
     (cwd / "m.il").write_text(il)
     (cwd / "m.ys").write_text(f"read_rtlil m.il\n{script}\nsynth_ice40 -top top\ntee -q -o stat.json stat -json\n")
     subprocess.run([*yowasp_or_skip("yosys"), "-q", "m.ys"], cwd=cwd, check=True, capture_output=True)

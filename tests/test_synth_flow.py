@@ -163,19 +163,20 @@ def test_mshape_fits_the_up5k_with_room_to_place(tmp_path, monkeypatch):
     # field's against one value both ways) took it to 5,273, which nextpnr could not place in 24 minutes
     from cepc.cli import _load
     from cepc.synth import flow
+    from cepc.synth import report as rep
 
     packed = {}
 
     def pack_only(cmd, out, routers, watch, progress=lambda s: None):
         subprocess.run([*cmd, "--pack-only"], cwd=out, capture_output=True)  # (it exits 1 after packing, its log written)
-        packed["cells"] = int(re.search(r"ICESTORM_LC:\s+(\d+)/\s*5280", (out / "nextpnr.log").read_text()).group(1))
+        packed["cells"] = rep.log_utilisation((out / "nextpnr.log").read_text())["ICESTORM_LC"]
         raise _Packed
 
     monkeypatch.setattr(flow, "place_and_route", pack_only)
     opts = flow.SynthOptions(board="icebreaker", out_dir=tmp_path)
     with pytest.raises(_Packed):
         flow.synthesize(_load(str(ROOT / "examples" / "mshape" / "mshape.sql")), opts)
-    assert 4_800 <= packed["cells"] <= 5_200
+    assert packed["cells"].available == 5_280 and 4_800 <= packed["cells"].used <= 5_200
 
 
 def test_freq_max_builds_again_below_what_the_clock_reached(tmp_path):
