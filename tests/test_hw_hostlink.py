@@ -22,6 +22,8 @@ from cepc.lang.parse import parse, parse_file
 from cepc.nfa.lower import lower
 from cepc.simulate import decode_record
 
+from hwsim import Ice40, OnPlatform
+
 ROOT = Path(__file__).resolve().parent.parent
 DIV = 4  # link clock cycles per UART bit
 DESIGN_NS = 10  # the design's clock period in the whole-link tests; the link's is LINK_NS by default
@@ -128,11 +130,12 @@ def marathon():
 
 
 def run_link(design, wire: list[bytes], *, partitions=6, buffer_bytes=256, buffer_frames=4, gap=0,
-             tail_cycles=10000, link_ns=LINK_NS, held=None):
+             tail_cycles=10000, link_ns=LINK_NS, held=None, platform=None):
     """Send ``wire`` (chunks of bytes, or a number of idle bit times; ``gap`` idle bit times
     after each chunk) into a HostLink, its link clocked every ``link_ns`` and its design every
     DESIGN_NS; return the frames it sent back (None for a bad one) and the design's counters.
-    ``tail_cycles``: link cycles to wait after the last byte."""
+    ``tail_cycles``: link cycles to wait after the last byte; ``platform``: elaborated as for it
+    (:class:`~hwsim.Ice40`: as for the iCEBreaker)."""
     top = Top(design, bus_width=8, partitions=partitions)
     link_hz = 1_000_000_000 // link_ns
     dut = HostLink(top, clock_hz=1_000_000_000 // DESIGN_NS, link_hz=link_hz, baud=link_hz // DIV, divisor=DIV,
@@ -173,7 +176,7 @@ def run_link(design, wire: list[bytes], *, partitions=6, buffer_bytes=256, buffe
                 received.append(state["byte"])
                 state["count"] = None
 
-    sim = Simulator(dut)
+    sim = Simulator(dut if platform is None else OnPlatform(dut, platform))
     sim.add_clock(DESIGN_NS * 1e-9, domain="sync")
     sim.add_clock(link_ns * 1e-9, domain="link")
     sim.add_testbench(sender)
@@ -294,13 +297,15 @@ def test_a_frame_that_overflows_the_buffer_is_rejected_whole():
     assert counters["tuples_in"] == 14 and decoded(design, frames) == EXPECTED
 
 
-def test_reset_clears_the_design_and_the_link():
+# on the small die the resets are plain registers, not copies kept apart (`reset_register`)
+@pytest.mark.parametrize("platform", [None, Ice40()], ids=["large die", "small die"])
+def test_reset_clears_the_design_and_the_link(platform):
     checked, design, frame = marathon()
     p = tuple_frames(design, frame, 7)
     # the host waits for the STATUS that answers a RESET before it sends on
     wire = [P.frame(P.TUPLES, 0, p[0]), P.frame(P.RESET, 0), 1500, P.frame(P.TUPLES, 0, p[0]),
             P.frame(P.TUPLES, 1, p[1]), P.frame(P.STATUS_REQUEST, 0)]
-    frames, counters = run_link(design, wire, tail_cycles=12000)
+    frames, counters = run_link(design, wire, tail_cycles=12000, platform=platform)
     after = statuses(frames)
     fresh = [s for s in after if s.counters["tx_frames"] == 0 and s.accepted == 0]
     assert len(fresh) >= 2  # the power-on STATUS and the answer to RESET
@@ -346,3 +351,27 @@ def test_backpressure_from_a_busy_transmitter_loses_nothing(held):
     assert counters["tuples_in"] == 120 and sorted(records) == list(range(120))
     # records waiting in the design fill frames (the next crosses while "next" lingers for it)
     assert max(per_frame) == P.MAX_RECORDS_PER_FRAME
+
+
+def _submodule_names(fragment) -> set[str]:
+    names = set()
+    for sub, name, *_ in fragment.subfragments:
+        names.add(name)
+        names |= _submodule_names(sub)
+    return names
+
+
+def test_the_resets_are_copies_kept_apart_only_on_the_large_die():
+    # an iCE40 flip-flop starts at zero: one that starts at one is kept inverted, and a module kept
+    # apart (a Replica) would keep its output's inverter between it and every load of the reset
+    from amaranth.hdl import Fragment
+
+    checked, design, frame = marathon()
+
+    def names(platform):
+        top = Top(design, bus_width=8, partitions=2)
+        dut = HostLink(top, clock_hz=100_000_000, link_hz=50_000_000, baud=12_500_000, divisor=DIV)
+        return _submodule_names(Fragment.get(dut, platform))
+
+    assert {"replica_rst_link", "replica_rst_design"} <= names(None)
+    assert not {n for n in names(Ice40()) if n.startswith("replica_rst")}
