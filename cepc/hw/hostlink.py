@@ -522,15 +522,17 @@ class HostLink(wiring.Component):
         # The resets: the link's is a register of its cause (the `reset` input or `soft_rst`), held
         # RESET_HOLD link cycles after it; the design's a register of a synchronised copy of it, so
         # the two overlap (both sides of every crossing are reset together). Each is a module of its
-        # own, kept apart, so neither net reaches the other's flip-flops across the die. (Not on the
-        # small die: an iCE40 flip-flop starts at zero, so Yosys keeps one that starts at one inverted,
-        # with a logic cell in front and one behind, and a module kept apart keeps the one behind
-        # between the flip-flop and every load of the reset: finance0 on the UP5K, seed 1, its
-        # counters' enables from `rst_design` through that cell, 20.3 ns. A plain register's inverter
-        # goes into the logic cells it feeds.)
+        # own, kept apart, so neither net reaches the other's flip-flops across the die. (Not the
+        # design's on the small die: an iCE40 flip-flop starts at zero, so Yosys keeps one that starts
+        # at one inverted, with a logic cell in front and one behind, and a module kept apart keeps the
+        # one behind between the flip-flop and every load of the reset: finance0 on the UP5K, seed 1,
+        # its counters' enables from `rst_design` through that cell, 20.3 ns. A plain register's
+        # inverter goes into the logic cells it feeds. The link's, whose clock has time to spare, stays
+        # apart: plain too, it cost mshape 40 logic cells, 5,189, and nextpnr could not place it.)
         def reset_register(module: Module, name: str, d: Value) -> Value:
-            """A register of ``d``, one after a reset; on a large die a :class:`Replica` kept apart."""
-            if small_die(platform):
+            """A register of ``d``, one after a reset; a :class:`Replica` kept apart but the design's
+            on a small die."""
+            if small_die(platform) and name == "rst_design":
                 q = Signal(init=1, name=name)
                 module.d.sync += q.eq(d)
                 return q
