@@ -522,23 +522,7 @@ class HostLink(wiring.Component):
         # The resets: the link's is a register of its cause (the `reset` input or `soft_rst`), held
         # RESET_HOLD link cycles after it; the design's a register of a synchronised copy of it, so
         # the two overlap (both sides of every crossing are reset together). Each is a module of its
-        # own, kept apart, so neither net reaches the other's flip-flops across the die. (Not the
-        # design's on the small die: an iCE40 flip-flop starts at zero, so Yosys keeps one that starts
-        # at one inverted, with a logic cell in front and one behind, and a module kept apart keeps the
-        # one behind between the flip-flop and every load of the reset: finance0 on the UP5K, seed 1,
-        # its counters' enables from `rst_design` through that cell, 20.3 ns. A plain register's
-        # inverter goes into the logic cells it feeds. The link's, whose clock has time to spare, stays
-        # apart: plain too, it cost mshape 40 logic cells, 5,189, and nextpnr could not place it.)
-        def reset_register(module: Module, name: str, d: Value) -> Value:
-            """A register of ``d``, one after a reset; a :class:`Replica` kept apart but the design's
-            on a small die."""
-            if small_die(platform) and name == "rst_design":
-                q = Signal(init=1, name=name)
-                module.d.sync += q.eq(d)
-                return q
-            module.submodules[f"{Replica.PREFIX}{name}"] = copy = Replica(1, init=1)
-            module.d.comb += [copy.d.eq(d), copy.en.eq(1)]
-            return copy.q
+        # own, kept apart, so neither net reaches the other's flip-flops across the die.
         outer = Module()
         rl = Module()  # link domain, written in `sync`
         hold = Signal(range(RESET_HOLD + 1))
@@ -548,12 +532,14 @@ class HostLink(wiring.Component):
             rl.d.sync += hold.eq(RESET_HOLD)
         with rl.Elif(hold != 0):
             rl.d.sync += hold.eq(hold - 1)
-        rst_link = reset_register(rl, "rst_link", cause | (hold != 0))
+        rl.submodules[f"{Replica.PREFIX}rst_link"] = rst_link = Replica(1, init=1)
+        rl.d.comb += [rst_link.d.eq(cause | (hold != 0)), rst_link.en.eq(1)]
         outer.submodules.link_reset = DomainRenamer("link")(rl)
         rst_seen = Signal(init=1)
-        outer.submodules.rst_sync = FFSynchronizer(rst_link, rst_seen, init=1)
-        rst_design = reset_register(outer, "rst_design", rst_seen)
-        resets = {"link": rst_link, "sync": rst_design}
+        outer.submodules.rst_sync = FFSynchronizer(rst_link.q, rst_seen, init=1)
+        outer.submodules[f"{Replica.PREFIX}rst_design"] = rst_design = Replica(1, init=1)
+        outer.d.comb += [rst_design.d.eq(rst_seen), rst_design.en.eq(1)]
+        resets = {"link": rst_link.q, "sync": rst_design.q}
 
         # the byte from the crossing into a register beside the design's framer (the crossing sits by
         # the link: its handshake with the framer's ready was a route across the die), then the design
@@ -587,11 +573,11 @@ class HostLink(wiring.Component):
         ]
         for name, cdc in (("feed", feed), ("records", records), ("spills", spills), ("counters", counters)):
             outer.submodules[name] = ResetInserter(resets)(cdc)
-        outer.submodules.link = DomainRenamer("link")(ResetInserter(rst_link)(m))
+        outer.submodules.link = DomainRenamer("link")(ResetInserter(rst_link.q)(m))
         if "rst" in top.signature.members:  # a netlist made elsewhere (cepc.hw.netlist): its reset is a port
-            outer.d.comb += top.rst.eq(rst_design)
+            outer.d.comb += top.rst.eq(rst_design.q)
             outer.submodules.design = top
         else:
-            outer.submodules.design = ResetInserter(rst_design)(top)
+            outer.submodules.design = ResetInserter(rst_design.q)(top)
         return outer
 
