@@ -479,23 +479,20 @@ class Conditions:
                 field(reg.field)
         return names
 
-    def state_bits(self, only: list[int] | None = None) -> list[tuple[int, int]]:
+    def state_bits(self) -> list[tuple[int, int]]:
         """The bits of a partition state (a payload) the conditions read, as ``[lo, hi)`` ranges in
-        order: the registers :meth:`of` compares (never the state vector); with ``only``, those that
-        the conditions' bits ``only`` read."""
+        order: the registers :meth:`of` compares (never the state vector)."""
         q, reads = self._q, set()
-        wanted = (lambda i: True) if only is None else (lambda i: i in only)
 
         def aggregates(e: PExpr):
             return [e.register] if isinstance(e, PAgg) else [r for c in children(e) for r in aggregates(c)]
 
-        for (s, p), i in self.holds.items():
-            if wanted(i):
-                reads |= {(p, r) for r in aggregates(q.predicates[q.nfa.pred[s]].expr)}
-        reads |= {(p, q.start_time_register) for p, i in self.extend.items() if wanted(i)}
-        reads |= {(p, self.count) for p, i in self.full.items() if wanted(i)}
-        reads |= {(c, q.order_register) for pair, i in self.before.items() if wanted(i) for c in pair}
-        reads |= {key for key, i in self.beats.items() if wanted(i)}
+        for s, p in self.holds:
+            reads |= {(p, r) for r in aggregates(q.predicates[q.nfa.pred[s]].expr)}
+        reads |= {(p, q.start_time_register) for p in self.extend}
+        reads |= {(p, self.count) for p in self.full}
+        reads |= {(c, q.order_register) for pair in self.before for c in pair}
+        reads |= set(self.beats)
         return [register_bits(q, p, r) for p, r in sorted(reads)]
 
     def groups(self) -> list[list[int]]:

@@ -113,8 +113,7 @@ def table_partitioner(q: QueryPlan, tup: TuplePlan, partitions: int, ways: int |
         lookahead = {"conditions": lambda state, packed, only=None: core.conditions.of(state, *inputs.unpack(packed),
                                                                                      only=only),
                      "cond_width": core.conditions.width, "cond_in_width": inputs.width,
-                     "cond_bits": core.conditions.state_bits(), "cond_groups": core.conditions.groups(),
-                     "cond_group_bits": [core.conditions.state_bits(g) for g in core.conditions.groups()]}
+                     "cond_bits": core.conditions.state_bits(), "cond_groups": core.conditions.groups()}
     # (a partial-match core's update is a long loop through the table's newest write: relayed to the banks)
     return TablePartitioner(partitions, key_width(tup, q), q.state_width, vector_width=q.vector_width, ways=ways,
                             evict_after=evict_after, expiry_width=expiry, window=window, early_key=2,

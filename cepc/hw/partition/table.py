@@ -75,9 +75,8 @@ bucket), and the newest write's conditions are computed at the lookup from its s
 With ``lag`` 2 (the three-cycle update) the lookup's results are registered again at a sixth stage,
 and the conditions (``out_cond``) are computed between the two, once, from the key's state picked:
 none is computed for the states the lookup may pick. (On a large die, in groups, each from copies of its
-own of the tuple's inputs (up to :data:`GROUPED_INPUT_BITS`) and of the bits of the state it reads;
-else all from one copy of the bits of the state they read: ``cond_groups``, ``cond_group_bits``,
-``cond_bits``.) The write of a key reaches the lookup of the key
+own of the tuple's inputs (up to :data:`GROUPED_INPUT_BITS`), and all from a copy of the bits of the
+state they read: ``cond_groups``, ``cond_bits``.) The write of a key reaches the lookup of the key
 three behind it, so the caller never injects a key of the bucket of either of the two before it
 (``adjacent``, and ``conflict`` as with ``stall`` at a spacing of 2; ``given_index``: the caller gives
 ``next_key``'s bucket from a register, so those compares follow no hash). Each write is forwarded a
@@ -237,9 +236,7 @@ class TablePartitioner(wiring.Component):
                  window: int | None = None, early_key: int = 0, en_ahead: bool = False, bank_depth: int | None = None,
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
                  cond_in_width: int = 1, cond_bits: list[tuple[int, int]] | None = None,
-                 cond_groups: list[list[int]] | None = None,
-                 cond_group_bits: list[list[tuple[int, int]]] | None = None, relay: bool = False, lag: int = 0,
-                 stall: bool = False,
+                 cond_groups: list[list[int]] | None = None, relay: bool = False, lag: int = 0, stall: bool = False,
                  given_index: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
@@ -311,12 +308,7 @@ class TablePartitioner(wiring.Component):
         # ``cond_groups``: the conditions' bits in groups (Conditions.groups; ``conditions(state, inputs,
         # only)`` computes a group's). With lag 2 on a large die each group is computed apart, from a
         # copy of the tuple's inputs of its own, so no comparator is shared across groups (where those
-        # copies take at most GROUPED_INPUT_BITS flip-flops), and from a copy of its own of the state's bits
-        # it reads (``cond_group_bits``, by group: Conditions.state_bits(group)). (From one copy of them
-        # all, mshape's on the ECP5-85F at seed 1: a 2.7 ns route from `cond_state5` into a group's
-        # compares, 7.9 ns into `cond`; each group's own: 129.3, 124.3, 129.8 MHz at seeds 1-3, against
-        # 122.7, 123.5, 126.5.)
-        self._cond_group_bits = cond_group_bits
+        # copies take at most GROUPED_INPUT_BITS flip-flops)
         self._cond_groups = cond_groups if cond_groups and len(cond_groups) * cond_in_width <= GROUPED_INPUT_BITS \
             else None
         # ``lag``: the two-cycle update. The lookup's results are registered (stage 5, ``depth`` 5) and the
@@ -462,22 +454,19 @@ class TablePartitioner(wiring.Component):
                 m.d.sync += cond_in_at[stage].eq(cond_in_at[stage - 1])
         cond_uses = [0]
 
-        def conditions_at(state, stage=3, group_states=None):
-            """The conditions of ``state`` for the tuple at ``stage`` (2 to 4; 5 with lag 2); with
-            ``group_states``, each group's from its own (lag 2)."""
+        def conditions_at(state, stage=3):
+            """The conditions of ``state`` for the tuple at ``stage`` (2 to 4; 5 with lag 2)."""
             if not copies:
                 return self._conditions(state, cond_in_at[stage])
             out = Const(0, self.cond_width)
             # (lag 2: each group of bits apart, as the update reads them, so that a comparator shared
             # by two is not placed far from one of them: finance5, mshape and finance0 at 34fac55, a
             # 1.3–2.6 ns route from one condition's compare into another's register)
-            groups = self._cond_groups if stage == 5 and self._cond_groups else [None]
-            for g, only in enumerate(groups):
+            for only in self._cond_groups if stage == 5 and self._cond_groups else [None]:
                 cond_uses[0] += 1
                 copy = m.submodules[f"{Replica.PREFIX}cond_in{stage}_{cond_uses[0]}"] = Replica(len(self.cond_in))
                 m.d.comb += [copy.d.eq(cond_in_at[stage - 1]), copy.en.eq(self.en)]
-                st = group_states[g] if group_states is not None and only is not None else state
-                out = out | (self._conditions(st, copy.q) if only is None else self._conditions(st, copy.q, only))
+                out = out | (self._conditions(state, copy.q) if only is None else self._conditions(state, copy.q, only))
             return out
         # Many banks span much of the die: the write then reaches them through a copy per group of
         # banks, and block RAM takes it a cycle later (one more write to forward)
@@ -1123,30 +1112,23 @@ class TablePartitioner(wiring.Component):
         stamp = epoch
         vw_, kw_, iw_ = v4, k4, i4
         cond_state = None  # (lag 2) the state the conditions read at stage 5, if not `state5`
-        group_states = None  # (lag 2, in groups) each group's
         for stage, (v, k, i) in zip((5, 6), ((v5, k5, i5), (v6, k6, i6))[:self.lag]):
             if stage == 5 and cands:
                 cond_out = staged(cond_out, "cond5")
-            elif stage == 5 and cw and copies:
-                def state_copy(name, bits, state=state_out):
-                    """A copy (a Replica: kept apart from `state5`) of ``bits`` of ``state``, the rest zero."""
-                    read = m.submodules[f"{Replica.PREFIX}{name}"] = Replica(max(1, sum(hi - lo for lo, hi in bits)))
-                    m.d.comb += [read.d.eq(Cat(*(state[lo:hi] for lo, hi in bits))), read.en.eq(self.en)]
-                    out, at = Signal(sw, name=name), 0
-                    for lo, hi in bits:
-                        m.d.comb += out[lo:hi].eq(read.q[at:at + hi - lo])
+            elif stage == 5 and cw:
+                if copies and self._cond_bits:
+                    # on a large die, a copy of the bits they read (a Replica: kept apart from `state5`),
+                    # so the comparators and `cond6` are placed by what they read, not by the whole state
+                    # (finance0 at 34fac55: `cond_in5`'s copy through a compare into `cond6`, 7.1 ns,
+                    # 5.6 ns of it routes); the bits not read are zero there
+                    read = m.submodules[f"{Replica.PREFIX}cond_state5"] = Replica(sum(hi - lo for lo, hi in self._cond_bits))
+                    m.d.comb += [read.d.eq(Cat(*(state_out[lo:hi] for lo, hi in self._cond_bits))), read.en.eq(self.en)]
+                    cond_state, at = Signal(sw, name="cond_state5"), 0
+                    for lo, hi in self._cond_bits:
+                        m.d.comb += cond_state[lo:hi].eq(read.q[at:at + hi - lo])
                         at += hi - lo
-                    return out
-                # on a large die, a copy of the bits they read, so the comparators and `cond6` are placed
-                # by what they read, not by the whole state (finance0 at 34fac55: `cond_in5`'s copy
-                # through a compare into `cond6`, 7.1 ns, 5.6 ns of it routes); in groups, a copy each of
-                # the bits it reads (see `cond_group_bits`)
-                if self._cond_groups and self._cond_group_bits:
-                    group_states = [state_copy(f"cond_state5_{g}", bits) for g, bits in enumerate(self._cond_group_bits)]
-                elif self._cond_bits:
-                    cond_state = state_copy("cond_state5", self._cond_bits)
             elif stage == 6 and cw:
-                cond_out = staged(conditions_at(state_out if cond_state is None else cond_state, 5, group_states), "cond6")
+                cond_out = staged(conditions_at(state_out if cond_state is None else cond_state, 5), "cond6")
             hit, free = staged(hit, f"hit{stage}"), staged(free, f"free{stage}")
             hits = [staged(h, f"hit{stage}_way{w}") for w, h in enumerate(hits)]
             alloc = [staged(a, f"alloc{stage}_way{w}") for w, a in enumerate(alloc)]
