@@ -158,8 +158,8 @@ class _Packed(Exception):
 
 def test_mshape_fits_the_up5k_with_room_to_place(tmp_path, monkeypatch):
     # `cepc synth`'s design for mshape on the UP5K (one partition of 1,094 bits of partial matches), up to
-    # nextpnr's packing into logic cells: 5,149 of the 5,280 at 0fdc227, which nextpnr places at seeds 1-3 and 5
-    # (42.2-46.2 MHz; HeAP not at seed 4). Its conditions' orderings each taking chains of their own (a
+    # nextpnr's packing into logic cells: 5,149 of the 5,280 at 0fdc227, which nextpnr places at seeds 1-3, 5
+    # and 6 (40.7-46.2 MHz; HeAP not at seeds 4 and 7). Its conditions' orderings each taking chains of their own (a
     # field's against one value both ways) took it to 5,273, which nextpnr could not place in 24 minutes
     from cepc.cli import _load
     from cepc.synth import flow
