@@ -319,12 +319,36 @@ class QueryPlan:
 
     @property
     def register_width(self) -> int:
+        """Bits of one partial match's registers, all of them (a match's, as :class:`PartialMatchCore`'s
+        ``ends`` carries them)."""
         return sum(r.width for r in self.registers)
 
     @property
+    def shared_registers(self) -> tuple[int, ...]:
+        """The registers a partition keeps once, not once per NFA state: every LAST. Matches are
+        contiguous (SPEC §3.1): a partial match that does not take a tuple of its partition dies, so
+        every one alive ends at the partition's tuple before, and each state's LAST(f) is that tuple's f."""
+        return tuple(r for r, reg in enumerate(self.registers) if reg.func == "LAST")
+
+    @property
+    def state_register_width(self) -> int:
+        """Bits of the registers each NFA state keeps of its own (all but :attr:`shared_registers`)."""
+        shared = self.shared_registers
+        return sum(reg.width for r, reg in enumerate(self.registers) if r not in shared)
+
+    def register_offset(self, s: int, r: int) -> int:
+        """Where NFA state s's register r starts in the partition state (:attr:`payload_width`)."""
+        n, shared = self.nfa.n_states, self.shared_registers
+        if r in shared:
+            return n + n * self.state_register_width + sum(self.registers[i].width for i in shared if i < r)
+        return n + s * self.state_register_width + sum(
+            reg.width for i, reg in enumerate(self.registers[:r]) if i not in shared)
+
+    @property
     def payload_width(self) -> int:
-        """Bits of partition state: the state vector, then each state's registers."""
-        return self.nfa.n_states * (1 + self.register_width)
+        """Bits of partition state: the state vector, then each state's registers, then the shared ones."""
+        n, shared = self.nfa.n_states, self.shared_registers
+        return n * (1 + self.state_register_width) + sum(self.registers[r].width for r in shared)
 
     @property
     def measures_width(self) -> int:

@@ -359,11 +359,12 @@ class _LookaheadHarness(Elaboratable):
 def observable(q, word: int) -> int:
     """A partial-match core's next state as anything reads it: the vector, and the registers of each
     state that is on (an off state's are don't-cares: every use of them is gated by its bit)."""
-    n, width = q.nfa.n_states, q.register_width
+    n = q.nfa.n_states
     out = word & ((1 << n) - 1)
     for s in range(n):
-        if word >> s & 1:
-            out |= word & (((1 << width) - 1) << (n + s * width))
+        if word >> s & 1:  # (a register kept once, not per state: read where any state is on)
+            for r, reg in enumerate(q.registers):
+                out |= word & (((1 << reg.width) - 1) << q.register_offset(s, r))
     return out
 
 
@@ -718,8 +719,7 @@ def test_min_and_max_updates_take_their_compare_from_the_conditions():
         (p, r) for p in kept for r, reg in enumerate(mshape.registers) if reg.func == "MAX"}
 
     def register(s, r):
-        lo = q.nfa.n_states + s * q.register_width + sum(reg.width for reg in q.registers[:r])
-        return lo, q.registers[r].width
+        return q.register_offset(s, r), q.registers[r].width
 
     last = next(r for r, reg in enumerate(q.registers) if reg.func == "LAST")
     state = Signal(q.payload_width)
@@ -754,6 +754,52 @@ def test_min_and_max_updates_take_their_compare_from_the_conditions():
     # priceRise turns on (above LAST(price)); its MAX(price) as the bit says: the compare's, or flipped
     assert seen[(600, 0)] == (1, 600) and seen[(600, 1)] == (1, 500)
     assert seen[(400, 0)] == (1, 500) and seen[(400, 1)] == (1, 400)
+
+
+def test_a_last_is_kept_once_per_partition_and_every_state_reads_it():
+    # Matches are contiguous (SPEC §3.1): every partial match alive ends at the partition's tuple before,
+    # so each state's LAST(price) is that tuple's price. mshape keeps it once, after each state's own
+    # registers (902 bits, not 1,062), the core writes the tuple's price there whatever turns on, and
+    # rise and drop, from any state, compare the tuple with it
+    design = lower(check(parse_file(ROOT / "examples" / "mshape" / "mshape.sql")))
+    q, layout = design.queries[0], tuple_layout(design.tuple)
+    n, regs = q.nfa.n_states, q.registers
+    last = next(r for r, reg in enumerate(regs) if reg.func == "LAST")
+    first = next(r for r, reg in enumerate(regs) if reg.func == "FIRST" and reg.field == "price")
+    assert q.shared_registers == (last,) and q.state_register_width == sum(r.width for r in regs) - 32
+    assert q.payload_width == n + n * q.state_register_width + 32 == 902
+    assert {q.register_offset(s, last) for s in range(n)} == {q.payload_width - 32}
+    own = sorted((q.register_offset(s, r), q.register_offset(s, r) + reg.width)
+                 for s in range(n) for r, reg in enumerate(regs) if r != last)
+    assert all(a[1] <= b[0] for a, b in zip(own, own[1:])) and own[0][0] == n and own[-1][1] == q.payload_width - 32
+    core = PartialMatchCore(q, layout)
+    m = Module()
+    m.submodules.core = core
+    m.submodules.decoder = decoder = PredicateDecoder(layout, list(q.predicates))
+    raw = Signal(layout.size)
+    x = data.View(layout, raw)
+    state = Signal(q.payload_width)
+    m.d.comb += [decoder.tuple.eq(x), core.tuple.eq(x), core.preds.eq(decoder.preds), core.state.eq(state)]
+    dot, rise, drop = (q.nfa.labels.index(name) for name in (".", "rise", "drop"))
+    seen = {}
+
+    async def bench(ctx):
+        # '.' and rise on, both begun at 100; the partition's last price 300
+        word = 1 << dot | 1 << rise | 300 << q.register_offset(0, last)
+        for s in (dot, rise):
+            word |= 100 << q.register_offset(s, first)
+        ctx.set(state, word)
+        for price in (200, 350):
+            ctx.set(raw, design.tuple.pack({"time": 1, "symbol": 0, "price": price, "volume": 1}))
+            nxt = ctx.get(core.next)
+            seen[price] = (nxt >> rise & 1, nxt >> drop & 1, nxt >> q.register_offset(0, last) & 0xFFFFFFFF)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    # 200: below the last 300 (a drop from rise, no rise); 350: above it (a rise, no drop); either way
+    # the tuple's price is the partition's last
+    assert seen[200] == (0, 1, 200) and seen[350] == (1, 0, 350)
 
 
 @pytest.mark.parametrize("update_cycles, beats", [(2, 0), (3, 5)])

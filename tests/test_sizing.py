@@ -61,16 +61,17 @@ def test_auto_leaves_room_for_the_fifos_and_the_buffer():
     assert "not even a 64-entry table fits the 1 of" in choice.reason
     # and a pipeline of 1: the delay line of 16 would be a ring of 15 163-bit payloads in 11 blocks, so
     # at most a line of 2 registers (one of 4 is too many flip-flops: network's, measured, 103 % of the
-    # logic cells), and an element of 1,094 flip-flops takes a sixth of the UP5K's 5,280 (two of them
-    # and the rest of mshape took 8,900 logic cells)
+    # logic cells), and an element of 934 flip-flops (its key, its vector, six states' registers of
+    # their own and LAST(price) once) takes a sixth of the UP5K's 5,280 (two of 1,094 and the rest of
+    # mshape took 8,900 logic cells)
     assert sizing.payload_bits(msh) == 163 and UP5K.blocks_for(15, 163) == 11
-    assert sizing.element_bits(msh) == 32 + 1062 and sizing.elements_fitting(msh, UP5K) == 1
+    assert sizing.element_bits(msh) == 32 + 6 + 6 * 144 + 32 and sizing.elements_fitting(msh, UP5K) == 1
     assert choice.partitions == 1 and sizing.REGISTER_PIPELINE == 2
-    assert "1 partition of 1,094 flip-flops: 17% of ice40up5k's 5,280 at most" in choice.reason
-    # where the ring fits (or is LUT RAM), the flip-flops' cap alone: 12 of mshape's elements take a
+    assert "1 partition of 934 flip-flops: 17% of ice40up5k's 5,280 at most" in choice.reason
+    # where the ring fits (or is LUT RAM), the flip-flops' cap alone: 14 of mshape's elements take a
     # sixth of the 85F's 83,640 flip-flops; marathon's 25-bit ones keep the default length
     roomy = sizing.Reserved(fifos=0, buffer=0)
-    assert sizing.pipeline_length(msh, ECP5, reserved) == 12 and sizing.pipeline_length(msh, UP5K, roomy) == 1
+    assert sizing.pipeline_length(msh, ECP5, reserved) == 14 and sizing.pipeline_length(msh, UP5K, roomy) == 1
     # marathon: 12 blocks of FIFOs, 4 of buffer, its table the 14 left
     mar = design("marathon/marathon.sql")
     assert sizing.pipeline_length(mar, UP5K, roomy) == 16  # (25-bit elements)

@@ -25,8 +25,11 @@ def header_lines(design: DesignPlan, top: Top, options: str) -> list[str]:
             lines.append(f"  As a DFA (powerset construction): {q.dfa.n_states} states, {q.dfa.encoding} encoding "
                          f"in {q.dfa.width} bits")
         if q.registers:
-            regs = ", ".join(f"{r.name} ({r.width} bits)" for r in q.registers)
-            lines.append(f"  Partial-match registers per state: {regs}; matches up to {q.max_length} tuples")
+            own = [r for i, r in enumerate(q.registers) if i not in q.shared_registers]
+            shared = [q.registers[i] for i in q.shared_registers]
+            regs = ", ".join(f"{r.name} ({r.width} bits)" for r in own) or "none"
+            once = f"; once per partition: {', '.join(f'{r.name} ({r.width} bits)' for r in shared)}" if shared else ""
+            lines.append(f"  Partial-match registers per state: {regs}{once}; matches up to {q.max_length} tuples")
         if q.within is not None:
             lines.append(f"  WITHIN {q.within} on {q.time_field}")
         if q.measures:

@@ -218,8 +218,6 @@ def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases:
     per_state = ("_state", "_fresh", "_took", "_on", "_fresh_wins", "_end",
                  *(f"_{r}{x}" for r in reg_names for x in ("", "_base", "_new")))
     labels = [names.take("any" + lab[1:] if lab.startswith(".") else lab, per_state) for lab in nfa.labels]
-    offsets = [sum(r.width for r in regs[:i]) for i in range(len(regs))]
-    per = q.register_width
 
     def registers_of(s: int, suffix: str) -> dict[int, tuple[str, Shape]]:
         return {r: (f"{labels[s]}_{reg_names[r]}{suffix}", shapes[r]) for r in range(len(regs))}
@@ -283,7 +281,7 @@ def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases:
             })
         registers = []
         for r, reg in enumerate(regs):
-            lo = n + s * per + offsets[r]
+            lo = q.register_offset(s, r)
             fresh = updated(s, r, True)
             chain = ([{"when": {"kind": "bit", "signal": f"{labels[s]}_fresh_wins"}, "value": fresh[0]["value"]}]
                      + updated(s, r, False)) if cands else fresh
@@ -291,6 +289,8 @@ def _partial_match(q: QueryPlan, design: DesignPlan, names: Names, pred_aliases:
                 "name": reg.name, "old": f"{labels[s]}_{reg_names[r]}", "base": f"{labels[s]}_{reg_names[r]}_base",
                 "new": f"{labels[s]}_{reg_names[r]}_new", "lo": lo, "hi": lo + reg.width - 1,
                 "width": reg.width, "signed": reg.signed, "chain": chain,
+                # (a register kept once, not per state, is written from the first state's: all are equal)
+                "writes": s == 0 or r not in q.shared_registers,
                 "sources": [{"win": c["name"] + "_win", "old": f"{labels[p]}_{reg_names[r]}"}
                             for c, p in zip(cands, nfa.predecessors[s])],
             })

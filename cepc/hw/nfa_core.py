@@ -115,14 +115,15 @@ class NfaCore(wiring.Component):
 
 def packed_registers(q: QueryPlan, payload: Value, s: int) -> Value:
     """NFA state s's registers in a partition's payload (the state vector, then each state's
-    registers, LSB-first), packed as :class:`PartialMatchCore`'s ``ends`` carries them."""
-    lo = q.nfa.n_states + s * q.register_width
-    return payload[lo:lo + q.register_width]
+    registers, LSB-first, then those kept once: ``QueryPlan.shared_registers``), packed as
+    :class:`PartialMatchCore`'s ``ends`` carries them."""
+    return Cat(*(payload[slice(*register_bits(q, s, r))] for r in range(len(q.registers))))
 
 
 def register_bits(q: QueryPlan, s: int, r: int) -> tuple[int, int]:
-    """Where NFA state s's register r is in a partition's payload: bits ``[lo, hi)``."""
-    lo = q.nfa.n_states + s * q.register_width + sum(reg.width for reg in q.registers[:r])
+    """Where NFA state s's register r is in a partition's payload: bits ``[lo, hi)`` (a shared
+    register's are the same for every state)."""
+    lo = q.register_offset(s, r)
     return lo, lo + q.registers[r].width
 
 
@@ -493,7 +494,7 @@ class Conditions:
         reads |= {(p, self.count) for p in self.full}
         reads |= {(c, q.order_register) for pair in self.before for c in pair}
         reads |= set(self.beats)
-        return [register_bits(q, p, r) for p, r in sorted(reads)]
+        return sorted({register_bits(q, p, r) for p, r in reads})  # (a shared register's once)
 
     def groups(self) -> list[list[int]]:
         """The conditions' bits in groups by where the update reads them: per state, the edges into it
@@ -633,7 +634,7 @@ class PartialMatchCore(wiring.Component):
         q, nfa, conds = self._q, self._q.nfa, self.conditions
         n, regs = nfa.n_states, self._q.registers
         offsets = [sum(r.width for r in regs[:i]) for i in range(len(regs))]
-        per_state = q.register_width
+        shared = q.shared_registers
         order = q.order_register
 
         def field(name: str) -> Value:
@@ -715,6 +716,9 @@ class PartialMatchCore(wiring.Component):
             chosen_by.append(([(None, fresh_wins)] if nfa.start[s] else []) + list(zip(sources, wins)))
             regs_s = []
             for r, reg in enumerate(regs):
+                if r in shared:  # (the tuple's own value: kept once, whichever state takes it)
+                    regs_s.append(candidate(None, r))
+                    continue
                 value = Signal(Shape(reg.width, reg.signed), name=ident(f"{nfa.labels[s]}_{reg.name}"))
                 if sources:
                     # every candidate's update is computed beside the predicates, and the winner's is
@@ -763,12 +767,13 @@ class PartialMatchCore(wiring.Component):
         # the match's registers: the winning accepting state's (the measures follow from them and the tuple)
         for r, reg in enumerate(regs):
             m.d.comb += self.ends[offsets[r]:offsets[r] + reg.width].eq(
-                pick(ends, [new[s][r] for s in accepting], reg.width))
+                candidate(None, r) if r in shared else pick(ends, [new[s][r] for s in accepting], reg.width))
         cleared = match if q.skip else Const(0)
         m.d.comb += self.next[:n].eq(Mux(cleared, 0, Cat(*vector)))
         for s in range(n):
-            m.d.comb += self.next[n + s * per_state:n + (s + 1) * per_state].eq(
-                Cat(*(v.as_unsigned() for v in new[s])))
+            for r in range(len(regs)):
+                if r not in shared or s == 0:  # (a shared register's bits are the same for every state)
+                    m.d.comb += self.next[slice(*register_bits(q, s, r))].eq(new[s][r].as_unsigned())
         if self.lookahead:
             self._look_ahead(m, chosen_by, candidate, new_better)
         return m

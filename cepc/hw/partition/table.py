@@ -121,7 +121,7 @@ COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits pe
 # 2,007, which was slower (72.7 and 81.8 MHz at seeds 1 and 2 against 86.7 and 95.5: bench/results/synth.md)
 GROUPED_INPUT_BITS = 1024
 # on a large die, the state's select lines (which write or way is the key's): a copy per this many
-# bits of a wide state (a partial-match core's, 1,062 bits for mshape), so no select reaches them all;
+# bits of a wide state (a partial-match core's, 902 bits for mshape), so no select reaches them all;
 # and with the two-cycle update, the older write's state: a LUT RAM and its read address per this many
 SELECT_CHUNK = 64
 # With the three-cycle update, the older write's LUT RAM is read at the lookup itself: a copy of its read
@@ -867,7 +867,7 @@ class TablePartitioner(wiring.Component):
         # `key3_ahead1`). The conditions take a copy of their own of the flags the select lines come
         # from (`older_one`'s and mine3r's), decided a stage early (wired below, once w0's ways are
         # known) and moving with the registers they copy, and take their priority after it.
-        # The older write's state (finance0's 627 bits, mshape's 1,062) is not picked from the writes'
+        # The older write's state (finance0's 563 bits, mshape's 902) is not picked from the writes'
         # registers at all: each enabled edge writes w0's state into a small LUT RAM (`history`; on
         # ECP5, TRELLIS_DPR16X4s) at `history_at`, so the write k ahead of w0 is at history_at - k, and
         # the state is read at an address decided a stage early, a copy of it per SELECT_CHUNK bits
