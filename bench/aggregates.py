@@ -126,7 +126,8 @@ def measure(families: list[str]) -> list[dict]:
             il = rtlil.convert(b, name="bench", ports=[b.tuple.as_value(), b.match, b.measures], emit_src=False)
             regs = [f"{r.func}({r.width})" for r in q.registers] if q.tracks_matches else []
             row = {"states": q.nfa.n_states, "aggregates": k, "registers": regs,
-                   "register_bits_per_state": q.register_width if q.tracks_matches else 0,
+                   # (a state's own: a LAST is kept once, QueryPlan.shared_registers; these patterns keep none)
+                   "register_bits_per_state": q.state_register_width if q.tracks_matches else 0,
                    "payload_bits": q.payload_width if q.tracks_matches else q.state_width}
             for fam in families:
                 print(f"== {states} states, {k} aggregates, {fam}", file=sys.stderr, flush=True)
