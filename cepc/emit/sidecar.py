@@ -25,8 +25,9 @@ def header_lines(design: DesignPlan, top: Top, options: str) -> list[str]:
             lines.append(f"  As a DFA (powerset construction): {q.dfa.n_states} states, {q.dfa.encoding} encoding "
                          f"in {q.dfa.width} bits")
         if q.registers:
-            own = [r for i, r in enumerate(q.registers) if i not in q.shared_registers]
-            shared = [q.registers[i] for i in q.shared_registers]
+            kept_once = q.shared_registers
+            own = [r for i, r in enumerate(q.registers) if i not in kept_once]
+            shared = [q.registers[i] for i in kept_once]
             regs = ", ".join(f"{r.name} ({r.width} bits)" for r in own) or "none"
             once = f"; once per partition: {', '.join(f'{r.name} ({r.width} bits)' for r in shared)}" if shared else ""
             lines.append(f"  Partial-match registers per state: {regs}{once}; matches up to {q.max_length} tuples")
