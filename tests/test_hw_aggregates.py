@@ -882,10 +882,10 @@ def test_the_three_cycle_update_computes_the_conditions_in_groups_where_their_co
     Fragment.get(parts, None)
 
 
-@pytest.mark.parametrize("update_cycles, chunk", [(3, 16), (2, 64)])
+@pytest.mark.parametrize("update_cycles, chunk", [(3, 8), (2, 64)])
 def test_the_older_writes_lut_ram_is_read_through_a_copy_of_its_address_per_chunk(update_cycles, chunk):
-    # finance0's 627-bit state: the three-cycle update reads the older write's LUT RAM at the lookup,
-    # through a copy of the read address per HISTORY_CHUNK (16) bits, each beside its four
+    # finance0's 563-bit state: the three-cycle update reads the older write's LUT RAM at the lookup,
+    # through a copy of the read address per HISTORY_CHUNK (8) bits, each beside its two
     # TRELLIS_DPR16X4s; the two-cycle update, which registers what it reads, per SELECT_CHUNK (64)
     from cepc.hw.partition.table import HISTORY_CHUNK, SELECT_CHUNK
 
