@@ -127,7 +127,7 @@ SELECT_CHUNK = 64
 # With the three-cycle update, the older write's LUT RAM is read at the lookup itself: a copy of its read
 # address per this many bits (two TRELLIS_DPR16X4s on ECP5), so each copy's loads are a few cells beside
 # it (per SELECT_CHUNK bits, mshape's routes from a copy to its LUT RAMs were 3.0-3.5 ns at seed 1; per
-# 16, no seed of 16 met 150 MHz for finance0, its state's pick among its paths; per 8, two of four did)
+# 16, no seed of 16 met 150 MHz for finance0, its state's pick among its paths; per 8, two of six did)
 HISTORY_CHUNK = 8
 COLUMN_BITS = 504  # the widest memory made (14 DP16KDs side by side): a wider entry is split into columns
 DEFAULT_WAYS = 4
