@@ -1084,7 +1084,10 @@ class TablePartitioner(wiring.Component):
 
         selects = picks if newest is None else [newest[0]] + picks
         # every select is a register; on a large die a wide state takes a copy of them per SELECT_CHUNK
-        # bits (wired below, from what they take), so no select line reaches them all
+        # bits (wired below, from what they take), so no select line reaches them all. (A copy per
+        # HISTORY_CHUNK bits, beside the LUT RAM's read address, was tried: the selects' logic then fanned
+        # out to 113 copies through 2.9-4.7 ns routes, mshape's path, 0.94x on the mean of seeds 1-3;
+        # finance0 0.99x on seeds 1-6: bench/results/synth.md)
         select_copies = []
         if copies and sw > SELECT_CHUNK:
             for c in range(-(-sw // SELECT_CHUNK)):
