@@ -27,7 +27,10 @@ from .replica import Replica
 
 # The conditions' orderings (Conditions): no carry chain longer than this many bits (cepc.hw.expr.ordered).
 # (finance5 on the ECP5-85F, whose path is a 64-bit compare's slices and their join: at 32, 0.93x at
-# seed 1, a 32-bit chain; at 8, 0.95x on the mean of seeds 1-3, the join deeper, 1.03x the LUT4s)
+# seed 1, a 32-bit chain; at 8, 0.95x on the mean of seeds 1-3, the join deeper, 1.03x the LUT4s; unsliced,
+# Yosys' compares, which ABC maps into LUTs, 0.99x at seed 1 and finance0 0.93x; slices of even sizes, a
+# 65-bit compare in four, 1.01x; each slice's <= a carry chain of its own, not an equality's LUTs, 1.09x
+# the LUT4s: bench/results/synth.md)
 COMPARE_CARRY = 16
 # A MIN's or MAX's compare is among the conditions (Conditions.beats) where a query has at most this many
 # (a predecessor state's register each). Each is computed for every state the table may pick (each way's,
