@@ -130,16 +130,18 @@ def marathon():
 
 
 def run_link(design, wire: list[bytes], *, partitions=6, buffer_bytes=256, buffer_frames=4, gap=0,
-             tail_cycles=10000, link_ns=LINK_NS, held=None, platform=None):
+             tail_cycles=10000, link_ns=LINK_NS, held=None, platform=None, counter_bank=False):
     """Send ``wire`` (chunks of bytes, or a number of idle bit times; ``gap`` idle bit times
     after each chunk) into a HostLink, its link clocked every ``link_ns`` and its design every
     DESIGN_NS; return the frames it sent back (None for a bad one) and the design's counters.
     ``tail_cycles``: link cycles to wait after the last byte; ``platform``: elaborated as for it
-    (:class:`~hwsim.Ice40`: as for the iCEBreaker)."""
-    top = Top(design, bus_width=8, partitions=partitions)
+    (:class:`~hwsim.Ice40`: as for the iCEBreaker); ``counter_bank``: the design's counters kept in RAM
+    (as on the UP5K), the status frames' from there."""
+    top = Top(design, bus_width=8, partitions=partitions, count_pulses=counter_bank)
     link_hz = 1_000_000_000 // link_ns
     dut = HostLink(top, clock_hz=1_000_000_000 // DESIGN_NS, link_hz=link_hz, baud=link_hz // DIV, divisor=DIV,
-                   buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=0xC0FFEE, held=held)
+                   buffer_bytes=buffer_bytes, buffer_frames=buffer_frames, design_id=0xC0FFEE, held=held,
+                   counter_bank=counter_bank)
     received = bytearray()
     done = []
 
@@ -247,21 +249,26 @@ def test_tuples_in_frames_come_back_as_match_records(link_ns, held):
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
 
 
-def test_a_corrupt_frame_is_counted_and_never_parsed():
+@pytest.mark.parametrize("bank", [False, True], ids=["counters", "counters in RAM"])
+def test_a_corrupt_frame_is_counted_and_never_parsed(bank):
     checked, design, frame = marathon()
     rows = frame.to_dict("records")
     good = P.frame(P.TUPLES, 0, b"".join(design.tuple.to_bytes(r) for r in rows[:4]))  # runner 2: SI, then Queens
     bad = bytearray(good)
     bad[10] ^= 0x04  # one bit of a tuple: the CRC catches it
     wire = [bytes(bad), P.frame(P.STATUS_REQUEST, 0)]
-    frames, counters = run_link(design, wire)
+    frames, counters = run_link(design, wire, counter_bank=bank)
     s = statuses(frames)[-1]
     assert s.counters["rx_crc_errors"] == 1 and s.counters["rx_frames"] == 0 and s.accepted == 0
     assert counters["tuples_in"] == 0 and decoded(design, frames) == []
     # the same frame, intact, afterwards: taken as frame 0
-    frames, counters = run_link(design, [bytes(bad), good, P.frame(P.STATUS_REQUEST, 0)])
+    frames, counters = run_link(design, [bytes(bad), good, P.frame(P.STATUS_REQUEST, 0)], counter_bank=bank)
     assert counters["tuples_in"] == 4 and decoded(design, frames) == [(2, 3)]
     assert statuses(frames)[-1].counters["rx_crc_errors"] == 1
+    # (every status: the board's frames numbered as they were sent, counted as far as the last one)
+    sent = statuses(frames)
+    assert all(st.counters["tx_frames"] == f.seq for st, f in zip(sent, (f for f in frames if f is not None
+                                                                             and f.kind == P.STATUS)))
 
 
 def test_line_noise_and_bad_escapes_are_counted():
@@ -272,14 +279,16 @@ def test_line_noise_and_bad_escapes_are_counted():
     assert counters["tuples_in"] == 0
 
 
-def test_out_of_sequence_frames_are_rejected_with_one_nak():
+# (and with every counter kept in RAM, as on the UP5K: the link's own cross to the design's side)
+@pytest.mark.parametrize("bank", [False, True], ids=["counters", "counters in RAM"])
+def test_out_of_sequence_frames_are_rejected_with_one_nak(bank):
     checked, design, frame = marathon()
     p = tuple_frames(design, frame, 5)
     # frame 0 is lost on the way: 1 and 2 arrive, are rejected, one NAK; then 0, 1, 2 again; then an old copy
     wire = [P.frame(P.TUPLES, 1, p[1]), P.frame(P.TUPLES, 2, p[2]), P.frame(P.TUPLES, 0, p[0]),
             P.frame(P.TUPLES, 1, p[1]), P.frame(P.TUPLES, 2, p[2]), P.frame(P.TUPLES, 1, p[1]),
             P.frame(P.STATUS_REQUEST, 0)]
-    frames, counters = run_link(design, wire)
+    frames, counters = run_link(design, wire, counter_bank=bank)
     naks = [a for a in acks(frames) if a[2]]
     assert naks == [(0, 0, True)]
     s = statuses(frames)[-1]
@@ -298,14 +307,16 @@ def test_a_frame_that_overflows_the_buffer_is_rejected_whole():
 
 
 # as for the large die and for the small (the iCEBreaker's: the link holds its records in FIFOs)
-@pytest.mark.parametrize("platform", [None, Ice40()], ids=["large die", "small die"])
-def test_reset_clears_the_design_and_the_link(platform):
+# (and with the design's counters kept in RAM, as on the UP5K: its counts come back from there)
+@pytest.mark.parametrize("platform,bank", [(None, False), (Ice40(), False), (Ice40(), True)],
+                         ids=["large die", "small die", "counters in RAM"])
+def test_reset_clears_the_design_and_the_link(platform, bank):
     checked, design, frame = marathon()
     p = tuple_frames(design, frame, 7)
     # the host waits for the STATUS that answers a RESET before it sends on
     wire = [P.frame(P.TUPLES, 0, p[0]), P.frame(P.RESET, 0), 1500, P.frame(P.TUPLES, 0, p[0]),
             P.frame(P.TUPLES, 1, p[1]), P.frame(P.STATUS_REQUEST, 0)]
-    frames, counters = run_link(design, wire, tail_cycles=12000, platform=platform)
+    frames, counters = run_link(design, wire, tail_cycles=12000, platform=platform, counter_bank=bank)
     after = statuses(frames)
     fresh = [s for s in after if s.counters["tx_frames"] == 0 and s.accepted == 0]
     assert len(fresh) >= 2  # the power-on STATUS and the answer to RESET
@@ -316,14 +327,17 @@ def test_reset_clears_the_design_and_the_link(platform):
     assert [f.seq for f in frames[i:]] == list(range(len(frames) - i))
 
 
-def test_a_partial_tuple_in_a_frame_counts_as_malformed():
+@pytest.mark.parametrize("bank", [False, True], ids=["counters", "counters in RAM"])
+def test_a_partial_tuple_in_a_frame_counts_as_malformed(bank):
     checked, design, frame = marathon()
     rows = frame.to_dict("records")
     data = b"".join(design.tuple.to_bytes(r) for r in rows)
-    wire = [P.frame(P.TUPLES, 0, data[:4 * 13 + 5]), P.frame(P.TUPLES, 1, data[4 * 13:]),
+    wire = [P.frame(P.TUPLES, 0, data[:4 * 13 + 5]), P.frame(P.TUPLES, 1, data[4 * 13:]), 2000,
             P.frame(P.STATUS_REQUEST, 0)]
-    frames, counters = run_link(design, wire)
+    frames, counters = run_link(design, wire, counter_bank=bank)
     assert counters["malformed"] == 1 and counters["tuples_in"] == 14
+    status = statuses(frames)[-1]  # (asked for once the tuples are in)
+    assert status.counters["malformed"] == 1 and status.counters["tuples_in"] == 14 and status.idle
     assert counters["error"] == 1  # the design's trouble reaches the link's error LED
     assert decoded(design, frames) == EXPECTED  # the partial tuple did not shift the next frame
 

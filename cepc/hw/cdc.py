@@ -96,8 +96,11 @@ class Fetch(wiring.Component):
     one value of the counter at one instant, never a mix of two. ``word`` is a register of the far
     side, stable while ``ready``."""
 
-    def __init__(self, width: int, count: int, near_domain: str, far_domain: str):
+    def __init__(self, width: int, count: int, near_domain: str, far_domain: str, bank=None):
         self._width, self._near, self._far = width, near_domain, far_domain
+        # ``bank``: a CounterBank (cepc.hw.counter) of the far side holds the values, read from there
+        # (``values`` then unused)
+        self._bank = bank
         super().__init__({"values": In(width).array(count), "index": In(range(max(count, 2))),
                           "start": In(1), "ready": Out(1), "word": Out(width)})
 
@@ -114,6 +117,16 @@ class Fetch(wiring.Component):
         sample = Signal(self._width, reset_less=True)
         with m.If(self.start):
             m.d[self._near] += [req.eq(~req), index.eq(self.index)]
+        if self._bank is not None:  # the bank reads the word into a register of its own
+            bank = self._bank
+            asked = Signal()
+            with m.If((req_seen != ack) & ~asked):
+                m.d.comb += [bank.read.eq(1), bank.index.eq(index)]
+                m.d[self._far] += asked.eq(1)
+            with m.If(bank.done):
+                m.d[self._far] += [ack.eq(req_seen), asked.eq(0)]
+            m.d.comb += [self.ready.eq(req == ack_seen), self.word.eq(bank.word)]
+            return m
         with m.Switch(index):
             for i, value in enumerate(self.values):
                 with m.Case(i):

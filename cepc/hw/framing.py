@@ -52,6 +52,7 @@ class Framer(wiring.Component):
             "data": In(width), "keep": In(self._wb), "last": In(1), "valid": In(1), "ready": Out(1),
             "tuples": Out(stream.Signature(unsigned(tuple_bytes * 8))),
             "malformed": Out(COUNTER_WIDTH),
+            "malformed_pulse": Out(1),  # a cycle a tuple counted in ``malformed`` (as it is counted)
         })
 
     def elaborate(self, platform):
@@ -150,7 +151,7 @@ class Framer(wiring.Component):
             room.eq((after_m2[-1] | (after_m2 == 0)) & ~(take & self.last)),
             trim.eq(take & self.last),
         ]
-        count_late(m, self.malformed, trim & (trim_k[0] != count))
+        m.d.comb += self.malformed_pulse.eq(count_late(m, self.malformed, trim & (trim_k[0] != count)))
         return m
 
     def _elaborate_serial(self, bare: bool, copies: bool):
@@ -190,7 +191,7 @@ class Framer(wiring.Component):
             return Mux(complete, int(place == 0), Mux(byte, n == place - 1, n == place))
 
         # a packet ends: a partial tuple is discarded and counted
-        count_late(m, self.malformed, ends & ~after(0))
+        m.d.comb += self.malformed_pulse.eq(count_late(m, self.malformed, ends & ~after(0)))
         with m.If(ends):
             m.d.sync += n.eq(0)
         with m.Else():

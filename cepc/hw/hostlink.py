@@ -23,18 +23,19 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import wiring
-from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.cdc import FFSynchronizer, PulseSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
 from . import ecp5, refusing
 from .cdc import Fetch, StreamCDC
-from .counter import increment
+from .counter import CounterBank, has_spram, increment
 from .replica import Replica, small_die
-from .top import Top
+from .top import COUNTERS, Top
 from .uart import UartRx, UartTx
 
 LINK_COUNTER_WIDTH = 32
+assert COUNTERS == P.DESIGN_COUNTERS  # (the top's ports and its count_pulses, in the protocol's order)
 # link cycles the link's reset is held after its cause: the design's reset, a synchronised copy of
 # it, then overlaps it (cepc.hw.cdc)
 RESET_HOLD = 4
@@ -48,6 +49,14 @@ def crc16_byte(crc: Value, byte: Value) -> Value:
         fb = bits[15] ^ byte[i]
         bits = [fb] + [bits[k - 1] ^ fb if k in (5, 12) else bits[k - 1] for k in range(1, 16)]
     return Cat(*bits)
+
+
+def _split(value: Value, widths: list[int]) -> list[Value]:
+    parts, lo = [], 0
+    for w in widths:
+        parts.append(value[lo:lo + w])
+        lo += w
+    return parts
 
 
 class HostLink(wiring.Component):
@@ -69,11 +78,14 @@ class HostLink(wiring.Component):
 
     ``held``: records and spilled tuples cross to the link where the design's FIFOs hold them, with
     no register of their own (:class:`~cepc.hw.cdc.StreamCDC`); default: on a small die (iCE40).
+    ``counter_bank``: the design's status counters are kept in a RAM (:class:`~cepc.hw.counter.CounterBank`)
+    from what its ``count_pulses`` say (a :class:`~cepc.hw.top.Top` built with ``count_pulses``), not read
+    from its counters; default: where the device has a single-port RAM nothing else uses (the UP5K's).
     """
 
     def __init__(self, top: Top, *, clock_hz: int, baud: int, divisor: int, buffer_bytes: int = 4096,
                  buffer_frames: int = 16, design_id: int = 0, link_hz: int | None = None,
-                 held: bool | None = None):
+                 held: bool | None = None, counter_bank: bool | None = None):
         link_hz = clock_hz if link_hz is None else link_hz
         with refusing(self):
             if top.bus_width != 8:
@@ -91,6 +103,7 @@ class HostLink(wiring.Component):
         self.buffer_bytes, self.buffer_frames = buffer_bytes, buffer_frames
         self.design_id = design_id & 0xFFFFFFFF
         self.held = held
+        self.counter_bank = counter_bank
         self.record_bytes = top.record_width // 8
         self.tuple_bytes = top.tuple_width // 8
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "activity": Out(1), "error": Out(1),
@@ -123,7 +136,24 @@ class HostLink(wiring.Component):
         held = small_die(platform) if self.held is None else self.held
         records = StreamCDC(len(top.m_tdata), "sync", "link", held=held)
         spills = StreamCDC(len(top.spill_tdata), "sync", "link", held=held)
-        counters = Fetch(48, len(P.DESIGN_COUNTERS), "link", "sync")
+        # the design's status counters: read from its counters, or (a bank) kept in a RAM from its pulses
+        pulses = getattr(top, "count_amounts", None) is not None
+        banked = (has_spram(platform) if self.counter_bank is None else self.counter_bank) and pulses
+        if self.counter_bank and not pulses:
+            raise ValueError("the design's counters are kept in a bank only from its count_pulses")
+        # (and with a bank, the link's own counters too: what they count crosses to the design's side,
+        # a pulse at a time, and is kept there with the design's)
+        fetched = P.DESIGN_COUNTERS + P.LINK_COUNTERS if banked else P.DESIGN_COUNTERS
+        bank = CounterBank(top.count_amounts + [1] * len(P.LINK_COUNTERS), 48) if banked else None
+        counters = Fetch(48, len(fetched), "link", "sync", bank=bank)
+        link_counted = Signal(len(P.LINK_COUNTERS))  # (banked) what the link's counters count this cycle
+
+        def count(name):  # one more on the link's counter `name`
+            if bank is not None:
+                m.d.comb += link_counted[P.LINK_COUNTERS.index(name)].eq(1)
+            else:
+                increment(m, {"rx_frames": rx_frames, "rx_crc_errors": rx_crc_errors, "rx_rejected": rx_rejected,
+                              "tx_frames": tx_frames}[name], 1)
         m.d.comb += [
             records.i_valid.eq(top.m_tvalid), records.i_data.eq(top.m_tdata), top.m_tready.eq(records.i_ready),
             spills.i_valid.eq(top.spill_tvalid), spills.i_data.eq(top.spill_tdata),
@@ -247,21 +277,21 @@ class HostLink(wiring.Component):
             with m.If(accept):
                 m.d.sync += [wptr.eq(end_commit), expect.eq(expect + 1),
                              ack_pending.eq(1), nak_sent.eq(0)]
-                increment(m, rx_frames, 1)
+                count("rx_frames")
                 # mark the frame's last payload byte (three bytes back) as its last
                 m.d.sync += [w_addr.eq(last_addr[:k]), w_data.eq(Cat(recent[:8], 1)), w_en.eq(1)]
             with m.Else():
                 m.d.sync += wptr.eq(commit)  # roll the frame back
                 with m.If(~f_good):
                     m.d.sync += sticky_error.eq(1)
-                    increment(m, rx_crc_errors, 1)
+                    count("rx_crc_errors")
                 with m.Elif(f_kind == P.STATUS_REQUEST):
                     m.d.sync += status_pending.eq(1)
                 with m.Elif(f_kind == P.RESET):
                     m.d.sync += reset_pending.eq(1)
                 with m.Else():
                     m.d.sync += sticky_error.eq(1)
-                    increment(m, rx_rejected, 1)
+                    count("rx_rejected")
                     # one NAK per gap
                     with m.If(f_ahead & ~nak_sent):
                         m.d.sync += [nak_pending.eq(1), nak_sent.eq(1), ack_pending.eq(1)]
@@ -324,8 +354,8 @@ class HostLink(wiring.Component):
             Cat(Const(self.design_id, 32), Const(self.record_bytes, 16)),
             Cat(Const(self.clock_hz, 32), Const(self.buffer_bytes, 16)),
             Cat(Const(self.baud, 32), Const(self.buffer_frames, 8), Const(0, 8)),
-            *(counters.word for _ in P.DESIGN_COUNTERS),  # the one fetched (below)
-            rx_frames, rx_crc_errors, rx_rejected, tx_frames,
+            *(counters.word for _ in fetched),  # the one fetched (below)
+            *(() if bank is not None else (rx_frames, rx_crc_errors, rx_rejected, tx_frames)),
         ]
         assert len(words) == len(P.STATUS_WORDS)
 
@@ -516,7 +546,7 @@ class HostLink(wiring.Component):
                 with m.If(load):
                     emit(0, end=True)
                     m.d.sync += tx_seq.eq(tx_seq + 1)
-                    increment(m, tx_frames, 1)
+                    count("tx_frames")
                     m.next = "idle"
 
         # The resets: the link's is a register of its cause (the `reset` input or `soft_rst`), held
@@ -557,20 +587,35 @@ class HostLink(wiring.Component):
         flags = Module()
         # (each counter's 16-bit segments are compared with zero into registers first: two 48-bit
         # compares were a path across the UP5K)
-        nonzero = Signal(6)
-        flags.d.sync += nonzero.eq(Cat(*(counter[i:i + 16].any() for counter in (top.dropped, top.malformed)
-                                         for i in range(0, 48, 16))))
-        flags.d.sync += [trouble.eq(nonzero.any()),
-                         design_busy.eq(top.m_tvalid | top.spill_tvalid | records.i_busy | spills.i_busy
-                                        | feed.o_valid | byte_valid)]
+        busy = top.m_tvalid | top.spill_tvalid | records.i_busy | spills.i_busy | feed.o_valid | byte_valid
+        if bank is not None:  # (a tuple dropped or malformed since the reset: a flag set as it is counted)
+            counted = dict(zip(P.DESIGN_COUNTERS, _split(top.count_pulses, bank.widths)))
+            with flags.If(counted["dropped"].any() | counted["malformed"].any()):
+                flags.d.sync += trouble.eq(1)
+            busy = busy | bank.busy  # (counts not yet in the bank's RAM: the status is not final)
+        else:
+            nonzero = Signal(6)
+            flags.d.sync += nonzero.eq(Cat(*(counter[i:i + 16].any() for counter in (top.dropped, top.malformed)
+                                             for i in range(0, 48, 16))))
+            flags.d.sync += trouble.eq(nonzero.any())
+        flags.d.sync += design_busy.eq(busy)
         flags.submodules.trouble_sync = FFSynchronizer(trouble, trouble_seen, o_domain="link", reset_less=False)
         flags.submodules.busy_sync = FFSynchronizer(design_busy, design_busy_seen, o_domain="link",
                                                     reset_less=False)
         outer.submodules.flags = ResetInserter(resets)(flags)
         outer.d.comb += [
             top.s_tdata.eq(byte[:8]), top.s_tkeep.eq(1), top.s_tlast.eq(byte[8]), top.s_tvalid.eq(byte_valid),
-            *(counters.values[i].eq(getattr(top, name)[:48]) for i, name in enumerate(P.DESIGN_COUNTERS)),
         ]
+        if bank is not None:
+            outer.submodules.counter_bank = ResetInserter(resets)(bank)
+            crossed = []
+            for i, name in enumerate(P.LINK_COUNTERS):  # (a toggle, synchronised, its change a pulse)
+                cross = outer.submodules[f"{name}_pulse"] = ResetInserter(resets)(PulseSynchronizer("link", "sync"))
+                outer.d.comb += cross.i.eq(link_counted[i])
+                crossed.append(cross.o)
+            outer.d.comb += bank.inc.eq(Cat(top.count_pulses, *crossed))
+        else:
+            outer.d.comb += [counters.values[i].eq(getattr(top, name)[:48]) for i, name in enumerate(P.DESIGN_COUNTERS)]
         for name, cdc in (("feed", feed), ("records", records), ("spills", spills), ("counters", counters)):
             outer.submodules[name] = ResetInserter(resets)(cdc)
         outer.submodules.link = DomainRenamer("link")(ResetInserter(rst_link.q)(m))

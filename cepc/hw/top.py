@@ -28,7 +28,7 @@ loses a tuple.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -60,6 +60,8 @@ from .partition.table import hold_spacing, stall_spacing
 from .replica import Replica, small_die
 
 OUTPUT_FIFO_DEPTH = 16
+# the status counters, in the order of their ports (and of cepc.protocol.DESIGN_COUNTERS)
+COUNTERS = ("tuples_in", "matches_out", "dropped", "malformed", "evicted", "overflow")
 # Writes that can still reach a FIFO after its level is seen: the record register, the NFA
 # stage that `en` let through, one for the level's own register, one for `en_next` (`en` is
 # registered twice: the first register feeds copies of it across the die), and one in the FIFO's
@@ -226,7 +228,7 @@ class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
                  decoder: bool = True, update_cycles: int = 1, hazards: str = "forward",
-                 two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False):
+                 two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False, count_pulses: bool = False):
         with refusing(self):
             check_top(design, bus_width, partitions, partitioner, evict_after, decoder, update_cycles, hazards,
                       tuple(two_beat_fifos))
@@ -266,6 +268,14 @@ class Top(wiring.Component):
             "dropped": Out(COUNTER_WIDTH), "malformed": Out(COUNTER_WIDTH), "evicted": Out(COUNTER_WIDTH),
             "overflow": Out(COUNTER_WIDTH),
         }
+        # ``count_pulses``: also what each status counter counts, each cycle, as it counts it (a bit each,
+        # evictions a count: several queries may evict in a cycle), packed in DESIGN_COUNTERS' order, for
+        # a CounterBank (cepc.hw.counter) to keep the counts in RAM (the host link's, on the UP5K): the
+        # counters themselves are then read by nothing, and synthesis leaves them out
+        self.count_amounts = [len(design.queries) if name == "evicted" else 1 for name in COUNTERS] \
+            if count_pulses else None
+        if count_pulses:
+            ports["count_pulses"] = Out(sum(a.bit_length() for a in self.count_amounts))
         super().__init__(ports)
 
     @property
@@ -299,6 +309,7 @@ class Top(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         design, tup = self.design, self.design.tuple
+        pulses = {}  # what each status counter counts, as it counts it (count_pulses)
         depth = partitioner_depth(design, self.partitions, self.partitioner, self.update_cycles)
         # the two-cycle update: the tables' lookups at stage 4 are registered, and the cores update
         # at stage 5, from a register stage after the payload line (which reaches stage 4); the
@@ -385,7 +396,7 @@ class Top(wiring.Component):
         a_load = en_front & ~hold if holds else en_front  # (held: the tuple stays)
         with m.If(a_load):
             m.d.sync += [a_raw.eq(offered), a_tuple.eq(f_tuple)]
-        count_late(m, self.tuples_in, accept)
+        pulses["tuples_in"] = count_late(m, self.tuples_in, accept)
 
         # --- stage 3: predicate vector ---------------------------------------------------------
         decoded = [self.decoder or q.tracks_matches for q in design.queries]
@@ -755,7 +766,7 @@ class Top(wiring.Component):
                 spill.r_en.eq(self.spill_tready),
             ]
             levels.append(spill.w_level)
-            count_late(m, self.dropped, spill_valid)  # (two cycles after it is written, like the other status counters)
+            pulses["dropped"] = count_late(m, self.dropped, spill_valid)  # (two cycles after it is written, like the other status counters)
 
         # The pipeline advances while every FIFO has room. `en` is registered twice (it fans out to
         # every stage; `en_next`, the first register, feeds the copies a table keeps beside each bank
@@ -778,7 +789,7 @@ class Top(wiring.Component):
         add(m, self.evicted, sum(evictions[1:], evictions[0]))
         # a tuple at which some query dropped a partial match at --max-match-length
         if overflows:
-            count_late(m, self.overflow, en_payload & Cat(*overflows).any())
+            pulses["overflow"] = count_late(m, self.overflow, en_payload & Cat(*overflows).any())
 
         # --- output: round-robin over the queries' FIFOs ---------------------------------------------
         m.submodules.arbiter = arbiter = RoundRobin(len(outputs), registered=not small_die(platform))
@@ -791,6 +802,13 @@ class Top(wiring.Component):
         m.d.comb += [self.m_tvalid.eq(arbiter.valid), self.m_tdata.eq(data), self.m_tlast.eq(1)]
         for i, f in enumerate(outputs):
             m.d.comb += f.r_en.eq(self.m_tready & (arbiter.chosen == i))
-        count_late(m, self.matches_out, self.m_tvalid & self.m_tready)
+        pulses["matches_out"] = count_late(m, self.matches_out, self.m_tvalid & self.m_tready)
+        if self.count_amounts is not None:
+            evicted = Signal(range(len(evictions) + 1), name="evicted_pulse")  # (registered, as the others are)
+            m.d.sync += evicted.eq(sum(evictions[1:], evictions[0]))
+            pulses.update(malformed=framer.malformed_pulse, evicted=evicted)
+            m.d.comb += self.count_pulses.eq(Cat(*(Value.cast(pulses.get(name, 0)).as_unsigned()[:a.bit_length()]
+                                                   if name in pulses else Const(0, a.bit_length())
+                                                   for name, a in zip(COUNTERS, self.count_amounts))))
         return m
 

@@ -240,7 +240,7 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
     try:
         top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
                   ways=ways, update_cycles=update_cycles, hazards=hazards, two_beat_fifos=two_beat_fifos,
-                  late_measures=late_measures and hdl == "verilog")
+                  late_measures=late_measures and hdl == "verilog", count_pulses=hdl == "verilog")
     except ValueError as e:
         raise UsageError(str(e)) from None
     side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
