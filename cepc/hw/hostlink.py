@@ -78,9 +78,10 @@ class HostLink(wiring.Component):
 
     ``held``: records and spilled tuples cross to the link where the design's FIFOs hold them, with
     no register of their own (:class:`~cepc.hw.cdc.StreamCDC`); default: on a small die (iCE40).
-    ``counter_bank``: the design's status counters are kept in a RAM (:class:`~cepc.hw.counter.CounterBank`)
-    from what its ``count_pulses`` say (a :class:`~cepc.hw.top.Top` built with ``count_pulses``), not read
-    from its counters; default: where the device has a single-port RAM nothing else uses (the UP5K's).
+    ``counter_bank``: the status counters, the design's and the link's, are kept in a RAM on the design's
+    side (:class:`~cepc.hw.counter.CounterBank`), the design's from what its ``count_pulses`` say (a
+    :class:`~cepc.hw.top.Top` built with ``count_pulses``), not read from its counters; default: where the
+    device has a single-port RAM nothing else uses (the UP5K's).
     """
 
     def __init__(self, top: Top, *, clock_hz: int, baud: int, divisor: int, buffer_bytes: int = 4096,
@@ -585,15 +586,14 @@ class HostLink(wiring.Component):
 
         # the design's side: its trouble and whether it holds anything, registered, then seen by the link
         flags = Module()
-        # (each counter's 16-bit segments are compared with zero into registers first: two 48-bit
-        # compares were a path across the UP5K)
         busy = top.m_tvalid | top.spill_tvalid | records.i_busy | spills.i_busy | feed.o_valid | byte_valid
         if bank is not None:  # (a tuple dropped or malformed since the reset: a flag set as it is counted)
             counted = dict(zip(P.DESIGN_COUNTERS, _split(top.count_pulses, bank.widths)))
             with flags.If(counted["dropped"].any() | counted["malformed"].any()):
                 flags.d.sync += trouble.eq(1)
             busy = busy | bank.busy  # (counts not yet in the bank's RAM: the status is not final)
-        else:
+        else:  # (each counter's 16-bit segments are compared with zero into registers first: two 48-bit
+            # compares were a path across the UP5K)
             nonzero = Signal(6)
             flags.d.sync += nonzero.eq(Cat(*(counter[i:i + 16].any() for counter in (top.dropped, top.malformed)
                                              for i in range(0, 48, 16))))
