@@ -552,3 +552,16 @@ def test_seed_refuses_what_is_not_seeds(text):
     from cepc.cli import _seeds
     with pytest.raises(argparse.ArgumentTypeError, match="not "):
         _seeds(text)
+
+
+def test_a_design_over_the_device_in_several_kinds_is_told_them_all():
+    # finance2 on the UP5K with one partition (a449084): nextpnr stops at the DSPs it cannot place, but the
+    # design is also over in logic cells and block RAM, which decide more than the DSPs do
+    log = (FIXTURES / "ice40_finance2_over.log").read_text()
+    assert "no BELs remaining to implement cell type 'ICESTORM_DSP'" in log
+    err = placement_error(log, "iCE40UP5K", 1, 1)
+    assert str(err) == (
+        "the design does not fit iCE40UP5K: it needs 10 DSPs (ICESTORM_DSP), the device has 8 (2 or 25% over), "
+        "and 6,586 logic cells (ICESTORM_LC) of 5,280 (25% over), 31 block RAMs (ICESTORM_RAM) of 30 (3% over); "
+        "use fewer --partitions (now 1)")
+    assert err.bel == "ICESTORM_DSP"

@@ -937,6 +937,12 @@ def placement_error(log: str, device: str, partitions: int, seed: int) -> FitErr
                       f"({over:,} or {100 * over / use.available:.0f}% over)")
         else:
             detail = f"it needs more {what} than the device has"
+        # (nextpnr stops at the first kind it cannot place: the others over the device are named too, so
+        # that fewer partitions or a smaller query is judged by all of them)
+        also = [f"{u.used:,} {BEL_NAMES.get(b, b)} ({b}) of {u.available:,} ({100 * (u.used - u.available) / u.available:.0f}% over)"
+                for b, u in rep.log_utilisation(log).items() if b != bel and u.available and u.used > u.available]
+        if also:
+            detail += ", and " + ", ".join(also)
         return FitError(f"the design does not fit {device}: {detail}; use fewer --partitions (now {partitions})",
                         bel=bel, detail=detail)
     limit = rep.placement_at_limit(log)
