@@ -188,6 +188,19 @@ class CounterBank(wiring.Component):
         # count pending, looked at a cycle before; the carry out of the sum. finance0 on the UP5K: the sum's
         # carry into the state machine's choice, and `nonzero` through it, 20-25 ns without)
         due = Signal()
+
+        def next_counter():  # the visit moves on to the next counter
+            m.d.sync += [sel.eq(sel.rotate_left(1)), ptr.eq(Mux(ptr == n - 1, 0, ptr + 1))]
+
+        def read_word(state, then):  # states: `word` of `cur` asked for, then two cycles through the RAM's registers
+            with m.State(state):
+                m.d.comb += addr.eq(here(cur))
+                m.next = f"{state}_wait"
+            with m.State(f"{state}_wait"):
+                m.next = f"{state}_read"
+            with m.State(f"{state}_read"):  # (`r_rdata` holds the word from the next cycle)
+                m.next = then
+
         with m.FSM(name="bank") as fsm:
             with m.State("clear"):  # after a reset: every word zero
                 m.d.comb += [addr.eq(clearing), wdata.eq(0), we.eq(1)]
@@ -209,18 +222,12 @@ class CounterBank(wiring.Component):
                     m.d.sync += [cur.eq(ptr), take.eq(sel), after_read.eq(0)]
                     m.next = "add"
                 with m.Else():
-                    m.d.sync += [sel.eq(sel.rotate_left(1)), ptr.eq(Mux(ptr == n - 1, 0, ptr + 1)),
-                                 after_read.eq(0)]
+                    next_counter()
+                    m.d.sync += after_read.eq(0)
                     m.next = "look"
-            # an addition: each word read (asked for, two cycles through the RAM's registers), then
-            # written with the addend added, the next word only while a carry is left
-            with m.State("add"):
-                m.d.comb += addr.eq(here(cur))
-                m.next = "add_wait"
-            with m.State("add_wait"):
-                m.next = "add_read"
-            with m.State("add_read"):
-                m.next = "add_sum"
+            # an addition: each word read, then written with the addend added, the next word only while
+            # a carry is left
+            read_word("add", "add_sum")
             with m.State("add_sum"):
                 m.d.sync += total.eq(r_rdata + addend)
                 m.next = "add_write"
@@ -230,16 +237,10 @@ class CounterBank(wiring.Component):
                     m.d.sync += [addend.eq(1), word.eq(word + 1)]
                     m.next = "add"
                 with m.Else():
-                    m.d.sync += [sel.eq(sel.rotate_left(1)), ptr.eq(Mux(ptr == n - 1, 0, ptr + 1))]
+                    next_counter()
                     m.next = "look"
-            # a read: each word asked for, then two cycles, then taken
-            with m.State("read"):
-                m.d.comb += addr.eq(here(cur))
-                m.next = "read_wait"
-            with m.State("read_wait"):
-                m.next = "read_read"
-            with m.State("read_read"):
-                m.next = "read_take"
+            # a read: each word read, then taken
+            read_word("read", "read_take")
             with m.State("read_take"):
                 with m.Switch(word):
                     for k in range(chunks):
