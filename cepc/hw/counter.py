@@ -119,6 +119,14 @@ class CounterBank(wiring.Component):
         super().__init__({"inc": In(sum(self.widths)), "index": In(range(max(n, 2))), "read": In(1),
                           "done": Out(1), "word": Out(width), "busy": Out(1)})
 
+    def counts(self, packed: Value) -> list[Value]:
+        """Each counter's increment, out of ``packed`` (as ``inc`` packs them)."""
+        parts, lo = [], 0
+        for w in self.widths:
+            parts.append(packed[lo:lo + w])
+            lo += w
+        return parts
+
     def elaborate(self, platform):
         m = Module()
         n, chunks, stride = len(self.amounts), self.chunks, self.stride
@@ -145,10 +153,7 @@ class CounterBank(wiring.Component):
 
         # the counts not yet added; a counter's is taken (into `addend`, its new count kept) in the cycle
         # after the state machine chose it (`take`, a register)
-        incs, lo = [], 0
-        for wd in self.widths:
-            incs.append(self.inc[lo:lo + wd])
-            lo += wd
+        incs = self.counts(self.inc)
         pending = [Signal(wd, name=f"pending{i}") for i, wd in enumerate(self.pending_widths)]
         take = Signal(n)
         nonzero = Signal(n)  # which counts are not zero, a cycle late (a count only grows until taken)

@@ -51,14 +51,6 @@ def crc16_byte(crc: Value, byte: Value) -> Value:
     return Cat(*bits)
 
 
-def _split(value: Value, widths: list[int]) -> list[Value]:
-    parts, lo = [], 0
-    for w in widths:
-        parts.append(value[lo:lo + w])
-        lo += w
-    return parts
-
-
 class HostLink(wiring.Component):
     """A compiled design behind a UART speaking :mod:`cepc.protocol`.
 
@@ -588,7 +580,7 @@ class HostLink(wiring.Component):
         flags = Module()
         busy = top.m_tvalid | top.spill_tvalid | records.i_busy | spills.i_busy | feed.o_valid | byte_valid
         if bank is not None:  # (a tuple dropped or malformed since the reset: a flag set as it is counted)
-            counted = dict(zip(P.DESIGN_COUNTERS, _split(top.count_pulses, bank.widths)))
+            counted = dict(zip(P.DESIGN_COUNTERS, bank.counts(top.count_pulses)))
             with flags.If(counted["dropped"].any() | counted["malformed"].any()):
                 flags.d.sync += trouble.eq(1)
             busy = busy | bank.busy  # (counts not yet in the bank's RAM: the status is not final)

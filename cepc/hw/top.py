@@ -786,7 +786,8 @@ class Top(wiring.Component):
             with m.If(en):
                 m.d.sync += hold.eq(Mux(hold, held, taken))
         # several queries may evict in one cycle: add them all
-        add(m, self.evicted, sum(evictions[1:], evictions[0]))
+        evicting = sum(evictions[1:], evictions[0])
+        add(m, self.evicted, evicting)
         # a tuple at which some query dropped a partial match at --max-match-length
         if overflows:
             pulses["overflow"] = count_late(m, self.overflow, en_payload & Cat(*overflows).any())
@@ -805,7 +806,7 @@ class Top(wiring.Component):
         pulses["matches_out"] = count_late(m, self.matches_out, self.m_tvalid & self.m_tready)
         if self.count_amounts is not None:
             evicted = Signal(range(len(evictions) + 1), name="evicted_pulse")  # (registered, as the others are)
-            m.d.sync += evicted.eq(sum(evictions[1:], evictions[0]))
+            m.d.sync += evicted.eq(evicting)
             pulses.update(malformed=framer.malformed_pulse, evicted=evicted)
             # (a counter that counts nothing in this design, `overflow` without a --max-match-length: zero)
             m.d.comb += self.count_pulses.eq(Cat(*(Value.cast(pulses[name]).as_unsigned()[:a.bit_length()]
