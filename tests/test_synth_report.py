@@ -187,7 +187,7 @@ def test_a_congested_design_is_told_from_the_router_log():
     assert w.iteration - w.best_iteration == flow.RouteWatch.PATIENCE and w.overused >= flow.RouteWatch.FLOOR
     assert str(error).startswith("nextpnr could not route the design on LFE5U-85F with --seed 1: it is congested. "
                                  f"The fewest wires overused were {w.best:,}, at iteration {w.best_iteration}; ")
-    assert "Another --seed may route it, or fewer --partitions (now 2048)" in str(error)
+    assert "Another --seed may route it, or use fewer --partitions (now 2048)" in str(error)
 
 
 def test_a_congested_route_stops_nextpnr(tmp_path):
@@ -559,9 +559,17 @@ def test_a_design_over_the_device_in_several_kinds_is_told_them_all():
     # design is also over in logic cells and block RAM, which decide more than the DSPs do
     log = (FIXTURES / "ice40_finance2_over.log").read_text()
     assert "no BELs remaining to implement cell type 'ICESTORM_DSP'" in log
-    err = placement_error(log, "iCE40UP5K", 1, 1)
+    err = placement_error(log, "iCE40UP5K", 1, 1, "icebreaker")
+    # (with one partition already, fewer cannot help: a smaller query, or the boards with a larger device)
     assert str(err) == (
         "the design does not fit iCE40UP5K: it needs 10 DSPs (ICESTORM_DSP), the device has 8 (2 or 25% over), "
         "and 6,586 logic cells (ICESTORM_LC) of 5,280 (25% over), 31 block RAMs (ICESTORM_RAM) of 30 (3% over); "
-        "use fewer --partitions (now 1)")
+        "use a smaller query (fewer or narrower MEASURES and aggregates) or a board with a larger device "
+        "(ulx3s-12f, colorlight-5a-75b, ulx3s-25f, ulx3s-45f, ulx3s-85f): it has one partition already")
     assert err.bel == "ICESTORM_DSP"
+    # with more than one, fewer; without a board, no board is named
+    assert str(placement_error(log, "iCE40UP5K", 4, 1, "icebreaker")).endswith("; use fewer --partitions (now 4)")
+    assert str(placement_error(log, "iCE40UP5K", 1, 1)).endswith(
+        "or a board with a larger device: it has one partition already")
+    # the largest board has none larger
+    assert flow.larger_boards("ulx3s-85f") == [] and flow.larger_boards("ulx3s-45f") == ["ulx3s-85f"]

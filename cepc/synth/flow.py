@@ -363,8 +363,10 @@ class RouteWatch:
     PATIENCE = 25
     FLOOR = 500
 
-    def __init__(self, device: str = "", seed: int = 1, partitions: int = 0, log: Path | None = None):
+    def __init__(self, device: str = "", seed: int = 1, partitions: int = 0, log: Path | None = None,
+                 board: str | None = None):
         self._device, self._seed, self._partitions, self._log = device, seed, partitions, log
+        self._board = board
         self.iteration = self.overused = 0
         self.best = self.best_iteration = None
         self.ripup = True  # router2 rips up for timing (--tmg-ripup): whether a stall of it is looked for
@@ -405,7 +407,7 @@ class RouteWatch:
                 f"nextpnr could not route the design on {self._device} with --seed {self._seed}: it is "
                 f"congested. The fewest wires overused were {self.best:,}, at iteration {self.best_iteration}; "
                 f"at iteration {self.iteration} there are {self.overused:,}. Another --seed may route it, or "
-                f"fewer --partitions (now {self._partitions}); the log is {self._log}",
+                f"{smaller_hint(self._partitions, self._board)}; the log is {self._log}",
                 bel="routing", detail=f"{self.overused:,} wires overused, the fewest {self.best:,}")
 
 
@@ -708,11 +710,11 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         try:
             log, router, ripup = place_and_route(pnr + ["--placer", placers[-1], "--seed", str(seed)], out, tried,
                                                  lambda: RouteWatch(platform.device, seed, partitions,
-                                                                    out / "nextpnr.log"),
+                                                                    out / "nextpnr.log", opts.board),
                                                  progress)
         except ToolError as e:
             text = (out / "nextpnr.stdout.log").read_text(errors="replace")
-            fit = placement_error(text, platform.device, partitions, seed)
+            fit = placement_error(text, platform.device, partitions, seed, opts.board)
             again = placer_again(text, opts.placer, placers[-1])
             if fit and again:  # (then for every seed after this one too)
                 progress(f"note: nextpnr's HeAP placer could not place the design at the device's limit with "
@@ -924,9 +926,33 @@ def vhdl_fifos_in_logic(design) -> str:
             f"are flip-flops and multiplexers here; --hdl verilog puts them in block RAM")
 
 
-def placement_error(log: str, device: str, partitions: int, seed: int) -> FitError | None:
+def larger_boards(board: str) -> list[str]:
+    """The boards whose device is larger than ``board``'s (more flip-flops), smallest first (by flip-flops,
+    then block RAM)."""
+    from ..hw.devices import DEVICES
+
+    known = boards()
+    size = DEVICES[known[board].cepc_device].ffs
+    larger = [(DEVICES[cls.cepc_device].ffs, DEVICES[cls.cepc_device].blocks, name) for name, cls in known.items()
+              if DEVICES[cls.cepc_device].ffs > size]
+    return [name for *_, name in sorted(larger)]
+
+
+def smaller_hint(partitions: int, board: str | None = None) -> str:
+    """What may make a design fit that does not: fewer partitions, or, with one already, a smaller
+    query or a board with a larger device (``board``'s larger ones, where given)."""
+    if partitions > 1:
+        return f"use fewer --partitions (now {partitions})"
+    larger = larger_boards(board) if board else []
+    where = f" ({', '.join(larger)})" if larger else ""
+    return (f"use a smaller query (fewer or narrower MEASURES and aggregates) or a board with a larger "
+            f"device{where}: it has one partition already")
+
+
+def placement_error(log: str, device: str, partitions: int, seed: int, board: str | None = None) -> FitError | None:
     """The error for a nextpnr log that stopped because the design does not fit ``device``, or fits on
-    paper but could not be placed with ``seed`` (None if it stopped for another reason)."""
+    paper but could not be placed with ``seed`` (None if it stopped for another reason). ``board``:
+    the board's name, for the larger ones to suggest where fewer partitions cannot help."""
     failure = rep.placement_failure(log)
     if failure:
         bel, use = failure
@@ -943,15 +969,15 @@ def placement_error(log: str, device: str, partitions: int, seed: int) -> FitErr
                 for b, u in rep.log_utilisation(log).items() if b != bel and u.available and u.used > u.available]
         if also:
             detail += ", and " + ", ".join(also)
-        return FitError(f"the design does not fit {device}: {detail}; use fewer --partitions (now {partitions})",
+        return FitError(f"the design does not fit {device}: {detail}; {smaller_hint(partitions, board)}",
                         bel=bel, detail=detail)
     limit = rep.placement_at_limit(log)
     if limit:
         bel, use = limit
         return FitError(f"nextpnr could not place the design on {device} with --seed {seed}: it is at the device's "
                         f"limit ({use.used:,} of {use.available:,} {BEL_NAMES.get(bel, bel)} ({bel}), "
-                        f"{100 * use.used / use.available:.0f}%); another --seed may place it, or use fewer "
-                        f"--partitions (now {partitions})")
+                        f"{100 * use.used / use.available:.0f}%); another --seed may place it, or "
+                        f"{smaller_hint(partitions, board)}")
     return None
 
 
