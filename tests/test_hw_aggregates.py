@@ -580,6 +580,69 @@ def test_staged_terms_equal_the_terms_of_the_registered_tuple(how):
     assert len(blocks) == (14 if how == "multiplier blocks" else 0)
 
 
+WIDE_SUMS = ("CREATE STREAM s (t TIMESTAMP, k UINT8, x INT64, y INT32, z UINT64);\n"
+             "PARTITION BY k MEASURES COUNT(*) AS n PATTERN (A B+) "
+             "DEFINE A AS x > 0, "
+             "B AS t - 20000 < FIRST(t) AND x + y >= LAST(x) AND z - x < MAX(z) AND y - 7 > FIRST(y);")
+
+
+def test_split_terms_equal_the_terms_of_the_registered_tuple():
+    # TupleTerms.split: each sum or difference of two fields or constants wider than 32 bits added in
+    # two parts, its low 32 bits and their carry from the tuple a stage early, into a register loaded
+    # as the tuple's is, the rest from the tuple's register: the terms of the registered tuple exactly,
+    # on the fields' extremes, values whose low halves carry or borrow and random ones, signed and
+    # unsigned, with the tuple held (loaded on fewer edges than the terms' register); a 33-bit
+    # difference (y - 7) split too, and nothing narrower
+    design = lower(check(parse(WIDE_SUMS)))
+    layout = tuple_layout(design.tuple)
+    terms = TupleTerms(design.queries[0], layout)
+    assert [s.width for s in terms.shapes] == [65, 65, 66, 33]
+
+    class Split(Elaboratable):
+        def __init__(self):
+            self.front, self.en, self.load = Signal(layout), Signal(), Signal()
+            self.split, self.want = Signal(terms.width), Signal(terms.width)
+
+        def elaborate(self, platform):
+            m = Module()
+            tuple_ = Signal(layout)
+            with m.If(self.load):
+                m.d.sync += tuple_.eq(self.front)
+            value = terms.split(m, self.front, tuple_, self.load, "q")
+            with m.If(self.en):
+                m.d.sync += [self.split.eq(value), self.want.eq(terms.of(tuple_))]
+            return m
+
+    dut = Split()
+    rng = random.Random(29)
+    near = [0, 1, (1 << 32) - 1, 1 << 32, (1 << 32) + 1, 20000, 19999, (1 << 63) - 1]
+
+    def signed64():
+        return rng.choice([-(1 << 63), (1 << 63) - 1, -1, 0, -(1 << 32), (1 << 32) - 1]) if rng.random() < 0.3 \
+            else rng.randrange(-(1 << 63), 1 << 63)
+
+    async def bench(ctx):
+        loaded = False  # (before the first load the tuple's register and the low parts' hold no one tuple)
+        for i in range(400):
+            ctx.set(dut.front.t, rng.choice(near) if rng.random() < 0.4 else rng.randrange(1 << 63))
+            ctx.set(dut.front.x, signed64())
+            ctx.set(dut.front.y, rng.choice([-(1 << 31), (1 << 31) - 1, -1, 0, 7, 6]) if rng.random() < 0.4
+                    else rng.randrange(-(1 << 31), 1 << 31))
+            ctx.set(dut.front.z, rng.choice(near) if rng.random() < 0.4 else rng.randrange(1 << 64))
+            load = rng.random() < 0.8
+            ctx.set(dut.load, load)
+            ctx.set(dut.en, load or rng.random() < 0.5)
+            await ctx.tick()
+            if loaded:
+                assert ctx.get(dut.split) == ctx.get(dut.want), f"cycle {i}"
+            loaded = loaded or load
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 @pytest.mark.parametrize("update_cycles", [1, 2])
 def test_wide_products_staged_as_partial_products_update_as_the_reference(update_cycles):
     # Products of wide fields (TupleTerms.staged): each operand cut into 18-bit slices, the partial

@@ -422,14 +422,17 @@ def test_ordered_compares_in_slices_as_amaranth_compares(wa, sa, wb, sb, chunk):
     # cepc.hw.expr.ordered: an ordering cut into slices of `chunk` bits, exact over mixed signedness,
     # against Amaranth's own comparison of the same operands, on values at and around the slices'
     # edges, the signs' and the extremes; and given either operand's inverse (a register of its own,
-    # which each slice's carry then takes as it is), and in one slice
+    # which each slice's carry then takes as it is), in one slice, and with the slices' equalities read
+    # off carry chains too (chained)
     a, b = Signal(signed(wa) if sa else unsigned(wa)), Signal(signed(wb) if sb else unsigned(wb))
     na, nb = Signal(wa), Signal(wb)
     ops = ("<", "<=", ">", ">=")
-    got = {(op, which): ordered(op, a, b, size, inverse)
-           for op in ops for which, size, inverse in (("none", chunk, (None, None)), ("a", chunk, (na, None)),
-                                                      ("b", chunk, (None, nb)), ("a, one slice", None, (na, None)),
-                                                      ("b, one slice", None, (None, nb)))}
+    got = {(op, which): ordered(op, a, b, size, inverse, chained)
+           for op in ops for which, size, inverse, chained in (
+               ("none", chunk, (None, None), False), ("a", chunk, (na, None), False),
+               ("b", chunk, (None, nb), False), ("a, one slice", None, (na, None), False),
+               ("b, one slice", None, (None, nb), False), ("a, chained", chunk, (na, None), True),
+               ("b, chained", chunk, (None, nb), True))}
     want = {op: CMP[op](a, b) for op in ops}
     rng = random.Random(wa * 100 + wb)
 

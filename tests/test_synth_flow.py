@@ -351,15 +351,27 @@ def test_the_orderings_of_a_pair_share_their_carry_chains(inverse, tmp_path):
 
     from cepc.hw.expr import ordered
 
-    def carries(ops):
+    def cells(ops, chained=False, width=32):
         m = Module()
-        a, b, na, nb = Signal(32), Signal(32), Signal(32), Signal(32)
+        a, b, na, nb = Signal(width), Signal(width), Signal(width), Signal(width)
         out = Signal(len(ops))
         given = (na, None) if inverse == "a" else (None, nb)
-        m.d.comb += out.eq(Cat(*(ordered(op, a, b, 16, given) for op in ops)))
+        m.d.comb += out.eq(Cat(*(ordered(op, a, b, 16, given, chained) for op in ops)))
         il = rtlil.convert(m, name="top", ports=[a, b, na, nb, out], emit_src=False)
-        return ice40_cells(il, tmp_path).get("SB_CARRY", 0)
+        return ice40_cells(il, tmp_path)
+
+    def carries(ops, chained=False, width=32):
+        return cells(ops, chained, width).get("SB_CARRY", 0)
 
     one = carries(["<"])
     assert 32 <= one <= 34  # (two slices of 16 bits)
     assert carries(["<", "<=", ">", ">="]) <= one * 3 // 2 + 1
+    # with the slices' equalities from chains (chained, above 32 bits): each upper slice's v >= u a chain
+    # more, shared by the four as the rest is (the lowest slice's two chains, as above), and the
+    # equalities' LUTs gone (16 bit pairs each: at least four LUTs in a tree)
+    assert carries(["<"], chained=True) == one
+    wide = carries(["<"], width=48)
+    chained = carries(["<"], chained=True, width=48)
+    assert wide + 32 <= chained <= wide + 36
+    assert carries(["<", "<=", ">", ">="], chained=True, width=48) <= chained + 17
+    assert cells(["<"], chained=True, width=48).get("SB_LUT4", 0) <= cells(["<"], width=48).get("SB_LUT4", 0) - 6

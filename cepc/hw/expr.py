@@ -14,6 +14,12 @@ from amaranth.hdl import Cat, Const, Value
 
 from ..plan import PAgg, PArith, PBool, PCmp, PConst, PExpr, PField, PNeg
 
+# ordered(chained=True): only orderings wider than this many bits take their slices' equalities from carry
+# chains. (mshape's 32-bit ones, chained too, took 144 more carry cells for 148 fewer LUTs, and nextpnr's
+# HeAP placer, at 91 % of the UP5K's logic cells, did not finish legalising their chains at seeds 1 and 3;
+# finance0's, 1.02x on the mean of seeds 1-5.)
+CHAINED_ABOVE = 32
+
 CMP = {"==": Value.__eq__, "!=": Value.__ne__, "<": Value.__lt__, "<=": Value.__le__,
         ">": Value.__gt__, ">=": Value.__ge__}
 
@@ -27,7 +33,7 @@ def extended(v: Value, width: int) -> Value:
 
 
 def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
-            inverse: tuple[Value | None, Value | None] = (None, None)) -> Value:
+            inverse: tuple[Value | None, Value | None] = (None, None), chained: bool = False) -> Value:
     """``a op b`` for an ordering ``op`` (``<``, ``<=``, ``>``, ``>=``), exact as Amaranth's over mixed
     signedness; with ``chunk``, with no carry chain longer than that: both are widened to a common width
     (signed values offset by their sign bit, so that they order as unsigned), cut into ``chunk``-bit
@@ -45,7 +51,14 @@ def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
     and ``u > v`` (not ``u <= v``) take the carry in, and ``u < v`` and ``u >= v`` do not: a pair
     ordered both ways shares its chains, as Yosys' own compares of a pair share one. (A chain a way
     took mshape to 5,273 of the UP5K's 5,280 logic cells, where nextpnr could not place it; shared,
-    5,149.)"""
+    5,149.)
+
+    ``chained`` (with an inverse, for operands wider than CHAINED_ABOVE bits): whether each slice's
+    operands are equal is read off carry chains too, ``v >= u`` (the carry of ``v + ~u + 1``) and not
+    ``v > u``, not compared in LUTs. On the iCE40, ABC maps a slice's equality into a string of LUTs,
+    each taking the one before's on its last input, and that string, a route between each of its LUTs,
+    was the conditions' path (finance5 on the UP5K: six LUTs, 28.0 ns from the state into `cond`; 26.2
+    chained); a chain's carries ripple along a column."""
     a, b = Value.cast(a), Value.cast(b)
     sa, sb = a.shape().signed, b.shape().signed
     signed = sa or sb
@@ -61,6 +74,7 @@ def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
 
     x, y = widened(a, sa), widened(b, sb)
     step = chunk or width
+    chained = chained and width > CHAINED_ABOVE
     if na is None and nb is None:  # (slices alone: each ordering as Yosys' compare of its slices)
         if op in (">", ">="):
             x, y = y, x
@@ -80,11 +94,14 @@ def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
     less, equal = Const(0), Const(1)
     for lo in reversed(range(0, width, step)):
         vs, nus = v[lo:lo + step], nu[lo:lo + step]
-        if lo or not or_equal:  # v + ~u carries when v > u
-            less = less | (equal & (vs + nus)[len(vs)])
-            equal = equal & (u[lo:lo + step] == vs)
-        else:  # v + ~u + 1 carries when v >= u (its 1 from the low bits' 1 + 1)
-            less = less | (equal & (Cat(Const(1, 1), vs) + Cat(Const(1, 1), nus))[len(vs) + 1])
+        above = (vs + nus)[len(vs)]  # v + ~u carries when v > u
+        # v + ~u + 1 carries when v >= u (its 1 from the low bits' 1 + 1)
+        at_least = (Cat(Const(1, 1), vs) + Cat(Const(1, 1), nus))[len(vs) + 1]
+        if lo or not or_equal:
+            less = less | (equal & above)
+            equal = equal & (at_least & ~above if chained else u[lo:lo + step] == vs)
+        else:
+            less = less | (equal & at_least)
     return less if op in ("<", "<=") else ~less
 
 
@@ -96,8 +113,8 @@ class ExprBuilder:
 
     def __init__(self, field: Callable[[str], Value], register: Callable[[int], Value] | None = None,
                  known: dict[PExpr, Value] | None = None, chunk: int | None = None,
-                 inverse: dict[PExpr, Value] | None = None):
-        self._field, self._register, self._chunk = field, register, chunk
+                 inverse: dict[PExpr, Value] | None = None, chained: bool = False):
+        self._field, self._register, self._chunk, self._chained = field, register, chunk, chained
         # ``inverse``: sub-expressions' inverses, given (registers): an ordering takes them (:func:`ordered`)
         self._inverse = inverse or {}
         # ``known``: sub-expressions whose values are given (a tuple's products, computed a stage ahead)
@@ -124,7 +141,8 @@ class ExprBuilder:
         elif isinstance(e, PCmp):
             a, b = self.value(e.left), self.value(e.right)
             v = CMP[e.op](a, b) if e.op in ("==", "!=") else \
-                ordered(e.op, a, b, self._chunk, (self._inverse.get(e.left), self._inverse.get(e.right)))
+                ordered(e.op, a, b, self._chunk, (self._inverse.get(e.left), self._inverse.get(e.right)),
+                        self._chained)
         elif isinstance(e, PBool):
             parts = [self.truth(o) for o in e.operands]
             if e.op == "not":

@@ -32,6 +32,7 @@ from .replica import Replica
 # 65-bit compare in four, 1.01x; each slice's <= a carry chain of its own, not an equality's LUTs, 1.09x
 # the LUT4s: bench/results/synth.md)
 COMPARE_CARRY = 16
+SUM_SPLIT = 32  # TupleTerms.split: a wider sum's low bits and their carry a stage early
 # A MIN's or MAX's compare is among the conditions (Conditions.beats) where a query has at most this many
 # (a predecessor state's register each). Each is computed for every state the table may pick (each way's,
 # each write's in flight). finance0's two took its update loop's compare out (`MAX(price)`, 32 logic
@@ -191,6 +192,36 @@ class TupleTerms:
         """The terms of a tuple, packed."""
         build = ExprBuilder(lambda name: field_of(tuple_, name))
         return Cat(*(build.value(e).as_unsigned() for e in self.exprs))
+
+    def split(self, m: Module, tuple_: Value, tuple_next: Value, load: Value, name: str, at: int = SUM_SPLIT) -> Value:
+        """The terms, packed, of the tuple in ``tuple_next``, a register that takes ``tuple_`` on the edges
+        where ``load`` is high, each sum or difference of two of its fields or constants wider than ``at``
+        bits added in two parts: its low ``at`` bits and their carry from ``tuple_``, into a register
+        beside ``tuple_next``, the rest after it, with that carry. (finance5's ``time - 20000``, 65 bits, in
+        one carry chain from the tuple's register into the terms' was its critical path on the UP5K once
+        its conditions were cut: 28.4 ns, 60 logic levels.) The rest of the terms is computed after it."""
+        before = ExprBuilder(lambda n: field_of(tuple_, n))
+        after = ExprBuilder(lambda n: field_of(tuple_next, n))
+        out = []
+        for k, (e, shape) in enumerate(zip(self.exprs, self.shapes)):
+            width = shape.width
+            simple = isinstance(e, PArith) and e.op in ("+", "-") and \
+                all(isinstance(c, (PField, PConst)) for c in (e.left, e.right))
+            if not simple or width <= at:
+                out.append(after.value(e).as_unsigned())
+                continue
+
+            def operands(build, e=e, width=width):  # x and y, or x and ~y (x - y is x + ~y + 1), to its width
+                x, y = extended(build.value(e.left), width), extended(build.value(e.right), width)
+                return (x, ~y) if e.op == "-" else (x, y)
+            carry_in = int(e.op == "-")
+            x, y = operands(before)
+            low = Signal(at + 1, name=f"{name}_term{k}_low", reset_less=True)  # (its top bit: the carry)
+            with m.If(load):
+                m.d.sync += low.eq((x[:at] + y[:at] + carry_in)[:at + 1])
+            x, y = operands(after)
+            out.append(Cat(low[:at], (x[at:] + y[at:] + low[at])[:width - at]))
+        return Cat(*out)
 
     def staged(self, m: Module, tuple_: Value, tuple_next: Value, en: Value, name: str,
                operands: tuple[Value, Value] | None = None, blocks: bool = False) -> Value:
@@ -368,10 +399,12 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr,
     return base + f  # SUM
 
 
-def _beats(reg, value: Value, base: Value, chunk: int | None = None, inverse: Value | None = None) -> Value:
+def _beats(reg, value: Value, base: Value, chunk: int | None = None, inverse: Value | None = None,
+           chained: bool = False) -> Value:
     """Whether a MIN or MAX register ``reg`` holding ``base`` takes ``value`` instead (with ``chunk``,
-    compared in slices, and given ``~value`` as ``inverse``, if at all: :func:`~cepc.hw.expr.ordered`)."""
-    return ordered("<" if reg.func == "MIN" else ">", value, base, chunk, (inverse, None))
+    compared in slices, and given ``~value`` as ``inverse``, if at all, and ``chained``:
+    :func:`~cepc.hw.expr.ordered`)."""
+    return ordered("<" if reg.func == "MIN" else ">", value, base, chunk, (inverse, None), chained)
 
 
 def _better(q: QueryPlan, a: Value, b: Value, chunk: int | None = None) -> Value:
@@ -519,13 +552,14 @@ class Conditions:
         return list(out.values())
 
     def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None,
-           only: list[int] | None = None, inverse: dict[str, Value] | None = None) -> Value:
+           only: list[int] | None = None, inverse: dict[str | PExpr, Value] | None = None,
+           chained: bool = False) -> Value:
         """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_`` (and
         its :class:`TupleTerms`, if given: ``known``); with ``only``, those bits alone (the rest zero).
-        ``inverse``: some of the tuple's fields inverted, by name (registers of their own), which
-        its orderings take (:func:`~cepc.hw.expr.ordered`)."""
-        inverse = inverse or {}
-        inverted = {PField(name): value for name, value in inverse.items()}
+        ``inverse``: some of the tuple's fields (by name) and terms (by expression) inverted, registers
+        of their own, which its orderings take; ``chained``: their slices' equalities from carry chains
+        too (:func:`~cepc.hw.expr.ordered`)."""
+        inverted = {PField(k) if isinstance(k, str) else k: value for k, value in (inverse or {}).items()}
         q = self._q
         old = _registers(q, state)
 
@@ -540,7 +574,7 @@ class Conditions:
         for (s, p), i in wanted(self.holds):
             if p not in builders:
                 builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known, chunk=COMPARE_CARRY,
-                                          inverse=inverted)
+                                          inverse=inverted, chained=chained)
             bits[i] = builders[p].truth(q.predicates[q.nfa.pred[s]].expr)
         if wanted(self.extend):
             since = ExprBuilder(field, None, known).value(window_start(q))
@@ -553,7 +587,7 @@ class Conditions:
         for (p, r), i in wanted(self.beats):
             reg = q.registers[r]
             bits[i] = _beats(reg, _source(reg, field, known), old[p][r], COMPARE_CARRY,
-                             inverse.get(reg.field) if reg.scale == 1 else None)
+                             inverted.get(PField(reg.field) if reg.scale == 1 else reg.source), chained)
         return Cat(*bits) if bits else Const(0, 1)
 
 
@@ -840,15 +874,24 @@ class Measures(wiring.Component):
     each column that computes (:func:`computes`) is given in the second, from a register loaded at the
     first's end: a sum or difference of :data:`SPLIT_SUM` bits or more as its low half registered with
     its carry, the high half added in the second cycle (two carry chains of half the length, one in each
-    cycle: finance5's `time - FIRST(time)` is 65 bits), any other whole."""
+    cycle: finance5's `time - FIRST(time)` is 65 bits), any other whole.
 
-    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, late: bool = False):
+    ``inverse`` (with ``late``): the tuple is also given inverted (``inverse_tuple``, a register of its
+    own: its fields that no measure reads are left out by synthesis), and a difference of a field and
+    something else is computed as ``~(~x + y)``, its carry chains taking ``~x`` and ``y`` from registers
+    as they are and the sum's inverse from their logic cells: on the iCE40 the inverter in front of a
+    chain is a logic cell and a route (finance5's `took` on the UP5K, from the match's `FIRST(time)`:
+    27.9 ns, its critical path)."""
+
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, late: bool = False,
+                 inverse: bool = False):
         self._q = query
         self._late = late
+        self._inverse = inverse and late
         super().__init__({
             "ends": In(query.register_width), "tuple": In(tuple_layout),
             "measures": Out(max(1, query.measures_width)),
-        })
+        } | ({"inverse_tuple": In(tuple_layout)} if self._inverse else {}))
 
     def elaborate(self, platform):
         m = Module()
@@ -859,11 +902,12 @@ class Measures(wiring.Component):
             v = self.ends[offsets[r]:offsets[r] + reg.width]
             values.append(v.as_signed() if reg.signed else v)
         build = ExprBuilder(lambda name: field_of(self.tuple, name), lambda r: values[r])
+        inverse = (lambda name: field_of(self.inverse_tuple, name)) if self._inverse else None
         columns = []
         for meas in q.measures:
             column = Signal(meas.width, name=ident(f"measure_{meas.name}"))  # .eq sign-extends a signed value
             if self._late and computes(meas.expr):
-                m.d.comb += column.eq(self._later(m, build, meas))
+                m.d.comb += column.eq(self._later(m, build, meas, inverse))
             else:
                 m.d.comb += column.eq(build.truth(meas.expr) if meas.kind == "bool" else build.value(meas.expr))
             columns.append(column)
@@ -872,8 +916,9 @@ class Measures(wiring.Component):
         return m
 
     @staticmethod
-    def _later(m: Module, build: ExprBuilder, meas) -> Value:
-        """Measure ``meas`` a cycle after its inputs, which hold through that cycle (``late``)."""
+    def _later(m: Module, build: ExprBuilder, meas, inverse=None) -> Value:
+        """Measure ``meas`` a cycle after its inputs, which hold through that cycle (``late``; ``inverse``:
+        the inverted tuple's fields by name, if given)."""
         e, w, name = meas.expr, meas.width, ident(f"late_{meas.name}")
         if meas.kind == "bool" or not (isinstance(e, PArith) and e.op in ("+", "-") and w >= SPLIT_SUM):
             whole = Signal(w, name=name, reset_less=True)
@@ -883,14 +928,21 @@ class Measures(wiring.Component):
         # (each term modulo 2**w: the column's bits of the sum)
         x, y = extended(build.value(e.left), w), extended(build.value(e.right), w)
         carry = Const(e.op == "-", 1)  # (x - y is x + ~y + 1)
-        if e.op == "-":
+        flip = e.op == "-" and inverse is not None and isinstance(e.left, PField)
+        if flip:  # x - y is ~(~x + y): ~x from the inverted tuple, extended as ~x's extension is
+            nx = inverse(e.left.name)
+            top = nx[-1] if nx.shape().signed else Const(1, 1)
+            x, carry = Cat(nx, top.replicate(w - len(nx))) if w > len(nx) else nx.as_unsigned()[:w], Const(0, 1)
+        elif e.op == "-":
             y = ~y
         k = w // 2
         low = Signal(k + 1, name=f"{name}_low", reset_less=True)  # the low half and its carry out
         # (a carry in as the sum of two extra low bits: one adder, one carry chain)
-        m.d.sync += low.eq((Cat(carry, x[:k]) + Cat(carry, y[:k]))[1:])
+        total = (Cat(carry, x[:k]) + Cat(carry, y[:k]))[1:]
+        # (flip: the sum's inverse, its carry as it is)
+        m.d.sync += low.eq(Cat(~total[:k], total[k]) if flip else total)
         high = (Cat(low[k], x[k:]) + Cat(low[k], y[k:]))[1:w - k + 1]
-        return Cat(low[:k], high)
+        return Cat(low[:k], ~high if flip else high)
 
 
 class DfaCore(wiring.Component):

@@ -470,9 +470,15 @@ class Top(wiring.Component):
             if terms is None or not terms.width:
                 continue
             if carry:
+                # (on the iCE40, where only the conditions take them, inverted: each ordering's carry chain
+                # takes a term's inverse as it is, with no logic cell in front of it, as it takes the
+                # fields' (inverted_fields); where a term's own value is read, its inverter is in a LUT
+                # that reads it anyway)
+                # (a wide sum's low bits and their carry a stage early, from the framer's tuple: TupleTerms.split)
                 b_terms = Signal(terms.width, name=f"{qname}_b_terms", reset_less=True)
+                value = terms.split(m, f_tuple, a_tuple, a_load, qname)
                 with m.If(en_front):
-                    m.d.sync += b_terms.eq(terms.of(a_tuple))
+                    m.d.sync += b_terms.eq(value if core_takes else ~value)
             else:
                 b_terms = Signal(terms.width, name=f"{qname}_b_terms")
                 # (on a large die the products' operands from copies of their own, loaded as a_tuple is)
@@ -654,8 +660,12 @@ class Top(wiring.Component):
                     m.d.comb += [before.eq(t_data_before[:self.tuple_layout.size]), core.cond.eq(cond)]
                     known = term_lines[q.index][0].unpack(terms_before) if q.index in term_lines else None
                     inverse = inverted_fields(qname, core, known)
+                    if known is not None and inverse is not None:  # (the iCE40's terms are inverted: above)
+                        inverse |= known
+                        known = term_lines[q.index][0].unpack(~terms_before)
                     with m.If(en_q):
-                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known, inverse=inverse))
+                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known, inverse=inverse,
+                                                               chained=inverse is not None))
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0
@@ -724,9 +734,17 @@ class Top(wiring.Component):
                         m.d.sync += ends.eq(core.ends)
                 # (late: the measures that compute a cycle later, from registers: `ends` and `last`
                 # hold through that cycle)
-                measures = Measures(q, self.tuple_layout, late=late)
+                # (late, on the iCE40: the tuple inverted too, for a difference's carry chains to take as
+                # they are: Measures)
+                inverse = late and small_die(platform)
+                measures = Measures(q, self.tuple_layout, late=late, inverse=inverse)
                 m.submodules[f"{qname}_measures"] = measures
                 m.d.comb += [measures.ends.eq(ends), measures.tuple.eq(last)]
+                if inverse:
+                    last_inverse = Signal(self.tuple_layout, name=f"{qname}_last_inverse", reset_less=True)
+                    with m.If(en_record):
+                        m.d.sync += last_inverse.eq(~t_tuple.as_value())
+                    m.d.comb += measures.inverse_tuple.eq(last_inverse)
                 written = Signal(self.record_layout, name=f"{qname}_written")
                 m.d.comb += [written.eq(record), written.measures.eq(measures.measures)]
                 record = written
