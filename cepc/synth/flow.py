@@ -931,11 +931,10 @@ def larger_boards(board: str) -> list[str]:
     then block RAM)."""
     from ..hw.devices import DEVICES
 
-    known = boards()
-    size = DEVICES[known[board].cepc_device].ffs
-    larger = [(DEVICES[cls.cepc_device].ffs, DEVICES[cls.cepc_device].blocks, name) for name, cls in known.items()
-              if DEVICES[cls.cepc_device].ffs > size]
-    return [name for *_, name in sorted(larger)]
+    devices = {name: DEVICES[cls.cepc_device] for name, cls in boards().items()}
+    size = devices[board].ffs
+    return sorted((name for name, d in devices.items() if d.ffs > size),
+                  key=lambda name: (devices[name].ffs, devices[name].blocks, name))
 
 
 def smaller_hint(partitions: int, board: str | None = None) -> str:
