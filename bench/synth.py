@@ -103,6 +103,14 @@ def run_seeds(example: str, board: str, seeds: list[int], build: Path, partition
     return best
 
 
+# (synth.md is this benchmark's to rewrite; what each round of timing work changed and measured is kept
+# apart, so that running it again loses none of that)
+ROUNDS = "synth-rounds.md"
+ROUNDS_NOTE = (f"What each round of timing work changed, the critical paths it read cell by cell and the levers "
+               f"it measured and did not keep: [{ROUNDS}]({ROUNDS}), written by hand (this benchmark rewrites only "
+               f"this file and synth.json).")
+
+
 def markdown(rows: list[dict], seed: int | str) -> str:
     lines = [
         "# Synthesis",
@@ -138,7 +146,7 @@ def markdown(rows: list[dict], seed: int | str) -> str:
             f"| {r['ff']:,} | {r['bram']} | {r['carry']} | {fmax} | {r['target_mhz']:g} "
             f"| {'yes' if r['met'] else '**no**'} | {r['tuples_per_second_at_fmax'] / 1e6:.1f} M "
             f"| {r['tuples_per_second_uart']:,} | {link} | {r['seconds']} | {r.get('commit', '')} |")
-    return "\n".join(lines + critical_paths(rows)) + "\n"
+    return "\n".join(lines + critical_paths(rows) + ["", ROUNDS_NOTE]) + "\n"
 
 
 def critical_paths(rows: list[dict], hdl: bool = False) -> list[str]:

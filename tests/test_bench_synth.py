@@ -90,3 +90,30 @@ def test_the_freq_max_rows_give_every_build_and_the_clock_met():
     failed = {"example": "finance0", "board": "icebreaker", "error": "the design does not fit", "target_mhz": 50.0,
               "seconds": 0.4}
     assert "| finance0 | icebreaker | | **no**: the design does not fit | | | | 50 | 0.4 |" in bench.freq_max_markdown([failed], 1)
+
+
+def test_running_the_benchmark_again_keeps_the_log_of_rounds(monkeypatch, tmp_path):
+    # bench/synth.py rewrites synth.md and synth.json; the log of the timing work behind them
+    # (synth-rounds.md, written by hand) is a file it never writes, and synth.md links to it
+    bench = load_bench()
+    out = tmp_path / "results"
+    out.mkdir()
+    log = "# Synthesis: the rounds of timing work\n\n## This round: measured by hand\n"
+    (out / bench.ROUNDS).write_text(log)
+    (out / "synth.md").write_text("# Synthesis\n\n(an older table)\n")
+    row = {"example": "marathon", "board": "icebreaker", "device": "iCE40UP5K", "partitions": 4096, "lut": 3203,
+           "lut_percent": 60.7, "ff": 2254, "bram": 30, "carry": 310, "fmax_mhz": 52.8, "target_mhz": 50.0,
+           "met": True, "tuples_per_second_at_fmax": 52800000, "tuples_per_second_uart": 22500,
+           "link_fmax_mhz": 44.0, "link_clock_mhz": 12.0, "critical_path": "18.92 ns", "seconds": 22.5}
+    monkeypatch.setattr(bench, "run_seeds", lambda *args, **kwargs: dict(row))
+    monkeypatch.setattr("sys.argv", ["synth.py", "--boards", "icebreaker", "--examples", "marathon",
+                                     "--build", str(tmp_path / "build"), "--out", str(out)])
+    assert bench.main() == 0
+    assert (out / bench.ROUNDS).read_text() == log
+    table = (out / "synth.md").read_text()
+    assert "| marathon | icebreaker (iCE40UP5K) |" in table and "(an older table)" not in table
+    assert f"]({bench.ROUNDS})" in table
+    # and the repository's own: the table links to the log, which is there
+    results = ROOT / "bench" / "results"
+    assert f"]({bench.ROUNDS})" in (results / "synth.md").read_text()
+    assert (results / bench.ROUNDS).read_text().startswith("# Synthesis: the rounds of timing work")

@@ -37,7 +37,7 @@ def tools():
 # four, place and route alone takes minutes.
 # (mshape on the UP5K: two partitions do not fit, test_mshape_does_not_fit_the_up5k_and_says_so; one takes
 # 97.5 % of its logic cells, test_mshape_fits_the_up5k_with_room_to_place, and routes, in 12 minutes:
-# bench/results/synth.md)
+# bench/results/synth-rounds.md)
 BOARDS = {"ulx3s-12f": (4, "30"), "icebreaker": (2, "24")}
 
 
@@ -142,7 +142,7 @@ def test_mshape_does_not_fit_the_up5k_and_says_so(tmp_path, capsys):
     # the flow's clear error for a design that does not fit, on a real example: two partitions of
     # M-shape's partial matches (1,094 bits of registers each, their multiplexers and comparators) are
     # more logic than the UP5K has: 8,900 logic cells at a112817 (one partition takes 5,223 of its
-    # 5,280, 98 %, and nextpnr's router then takes many minutes; bench/results/synth.md: with the
+    # 5,280, 98 %, and nextpnr's router then takes many minutes; bench/results/synth-rounds.md: with the
     # partitions cepc sizes, its FIFO and delay line also take more than the 30 block RAMs)
     rc = main(["synth", str(ROOT / "examples" / "mshape" / "mshape.sql"), "--board", "icebreaker",
                "--partitioner", "pipeline", "--partitions", "2", "--freq", "24", "-o", str(tmp_path)])

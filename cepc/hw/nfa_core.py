@@ -30,7 +30,7 @@ from .replica import Replica
 # seed 1, a 32-bit chain; at 8, 0.95x on the mean of seeds 1-3, the join deeper, 1.03x the LUT4s; unsliced,
 # Yosys' compares, which ABC maps into LUTs, 0.99x at seed 1 and finance0 0.93x; slices of even sizes, a
 # 65-bit compare in four, 1.01x; each slice's <= a carry chain of its own, not an equality's LUTs, 1.09x
-# the LUT4s: bench/results/synth.md)
+# the LUT4s: bench/results/synth-rounds.md)
 COMPARE_CARRY = 16
 SUM_SPLIT = 32  # TupleTerms.split: a wider sum's low bits and their carry a stage early
 # A MIN's or MAX's compare is among the conditions (Conditions.beats) where a query has at most this many
@@ -38,7 +38,7 @@ SUM_SPLIT = 32  # TupleTerms.split: a wider sum's low bits and their carry a sta
 # each write's in flight). finance0's two took its update loop's compare out (`MAX(price)`, 32 logic
 # levels from the table's `out_state` into its newest write): with the sweep's change, 118.8 → 129.0 MHz
 # at seed 1; with the sliced orderings too 124.4, and 126.4 without the two (within one seed's placement
-# noise: bench/results/synth.md). mshape's five made its routing far slower (42,624 of 97,032 arcs left
+# noise: bench/results/synth-rounds.md). mshape's five made its routing far slower (42,624 of 97,032 arcs left
 # after 43 minutes of routing, where its whole place and route had taken 23), and finance5's four gained
 # nothing (104.5 → 105.2 MHz at seed 1, 18 % more LUT4s). With the three-cycle update the conditions
 # are computed once, from the key's state picked, so every MIN's and MAX's compare is among them

@@ -106,7 +106,7 @@ class LinkDesign:
 
 ROUTER_CHOICES = ("auto", "router1", "router2")
 # nextpnr's placers: HeAP (analytic, its default) or `static` (electrostatic, RePlAce's method). On the
-# ECP5-85F, the same netlists at seed 1 with router1 (bench/results/synth.md): static placed and routed
+# ECP5-85F, the same netlists at seed 1 with router1 (bench/results/synth-rounds.md): static placed and routed
 # finance2 in 27 minutes, at 63.9 MHz, where HeAP's placement was still 33,728 arcs from routed after
 # 69 minutes; on the designs HeAP's placement routes, HeAP's was faster (finance0 124.4 against 114.8 MHz,
 # mshape 116.2 against 111.8). `auto` chooses between them by the share of the device's flip-flops the
@@ -158,7 +158,7 @@ def routers(family: str, choice: str = "auto") -> list[str | None]:
     186.2 / 195.2 / 192.9 / 188.6 MHz with router1, 156.3 / 157.0 / 161.5 / 173.3 / 163.4 with
     router2 and its timing-driven ripup; network 169.7 / 157.4 / 130.6 / 150.4 / 164.2 against
     149.2 / 150.1 / 122.3 / 148.6 / 150.7, each seed better and in less time
-    (bench/results/synth.md). On the wide designs router2 congested and router1 routed them
+    (bench/results/synth-rounds.md). On the wide designs router2 congested and router1 routed them
     anyway (finance0, mshape, finance5); on the static placer's placement router2 hovered at about a
     dozen overused wires (finance0). So router1 on either placer. A router the user names is the only
     one tried: router2 with ``--router router2`` (place_and_route then watches it for congestion and a
@@ -175,7 +175,7 @@ def router_options(router: str | None, ripup: bool = True) -> list[str]:
     with ripup (``--tmg-ripup``; ``ripup`` False: without): it rips up and reroutes the arcs that fail
     timing, not only those that overlap. network on the ECP5-85F, the same netlist (7de6682), seeds
     1–3: 115.0 / 134.5 / 135.1 MHz without, 146.3 / 151.1 / 149.5 with (seeds 4 and 5: 148.1, 144.5;
-    bench/results/synth.md)."""
+    bench/results/synth-rounds.md)."""
     if router is None:
         return []
     return ["--router", router] + (["--tmg-ripup"] if router == "router2" and ripup else [])

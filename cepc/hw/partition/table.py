@@ -118,7 +118,7 @@ COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits pe
 # With the three-cycle update on a large die, the conditions are computed in groups, each from a copy of
 # the tuple's inputs of its own, where those copies take at most this many flip-flops in all: finance0's
 # 160, mshape's 352 and finance5's 905 (1.02–1.09× on the mean of nextpnr's seeds 1–3), not finance2's
-# 2,007, which was slower (72.7 and 81.8 MHz at seeds 1 and 2 against 86.7 and 95.5: bench/results/synth.md)
+# 2,007, which was slower (72.7 and 81.8 MHz at seeds 1 and 2 against 86.7 and 95.5: bench/results/synth-rounds.md)
 GROUPED_INPUT_BITS = 1024
 # on a large die, the state's select lines (which write or way is the key's): a copy per this many
 # bits of a wide state (a partial-match core's, 902 bits for mshape), so no select reaches them all;
@@ -154,7 +154,7 @@ def hold_spacing(lag: int, stall: bool) -> int | None:
 # side, a block per bit: as few banks as block RAM allows, so the OR that picks the key's bank, and the
 # copies beside each bank, are few. (In 2,048 × 9 blocks marathon's table was 32 banks spread over the
 # ECP5-85F's die; in 16,384 × 1 blocks it is 4 banks, 40 blocks with the in-use bit against 32, and
-# its Fmax on nextpnr's seeds 1–5 went from 126–139 to 162–182 MHz: bench/results/synth.md.) Never
+# its Fmax on nextpnr's seeds 1–5 went from 126–139 to 162–182 MHz: bench/results/synth-rounds.md.) Never
 # block RAMs cascaded by depth, whose multiplexer would follow block RAM's clock-to-out. A table
 # shallower than that is one bank, in the widest shape deep enough.
 BANK_DEPTH = 16384
@@ -1087,7 +1087,7 @@ class TablePartitioner(wiring.Component):
         # bits (wired below, from what they take), so no select line reaches them all. (A copy per
         # HISTORY_CHUNK bits, beside the LUT RAM's read address, was tried: the selects' logic then fanned
         # out to 113 copies through 2.9-4.7 ns routes, mshape's path, 0.94x on the mean of seeds 1-3;
-        # finance0 0.99x on seeds 1-6: bench/results/synth.md)
+        # finance0 0.99x on seeds 1-6: bench/results/synth-rounds.md)
         select_copies = []
         if copies and sw > SELECT_CHUNK:
             for c in range(-(-sw // SELECT_CHUNK)):
@@ -1244,7 +1244,7 @@ class TablePartitioner(wiring.Component):
             # (Whether those two or more ahead touched each way, ORed into a register of its own a stage
             # early, took a LUT level off the picks' copies, and their paths left the late endpoints, but
             # the clock fell: finance5 0.93x on the mean of seeds 1-4, finance0 0.88x at seed 1, mshape
-            # 0.99x on seeds 1 and 3: bench/results/synth.md)
+            # 0.99x on seeds 1 and 3: bench/results/synth-rounds.md)
             touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(0 if self.direct else 1, 2)),
                             *(touch3r[j][w] for j in range(2, forward))).any() for w in range(W)]
             m.d.comb += [newest_next.eq(mine3[0]), older_one.eq(mine3[1])]
