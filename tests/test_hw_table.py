@@ -19,7 +19,17 @@ from cepc.hw.ecp5 import dp16kd_blocks
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import PartialMatchCore
 from cepc.hw.partition import TablePartitioner
-from cepc.hw.partition.table import BANK_DEPTH, DEPTH, STAMP_BITS, h3, h3_matrix, quotient_tag
+from cepc.hw.partition.table import (
+    BANK_DEPTH,
+    COMPARE_CHUNK,
+    DEPTH,
+    FORWARD,
+    STAMP_BITS,
+    TAG_CHUNK_STATE,
+    h3,
+    h3_matrix,
+    quotient_tag,
+)
 from cepc.hw.replica import Replica
 from cepc.hw.top import table_partitioner
 from cepc.lang.check import check
@@ -265,6 +275,40 @@ def test_hashed_table_equals_the_model(keys, entries, ways, stall, seed):
     dut = TablePartitioner(entries, 8, 8, ways=ways)
     assert not dut.direct
     drive(dut, keys, update, stall, seed)
+
+
+@pytest.mark.parametrize("ways, lag", [(2, 1), (4, 2)])
+def test_a_hashed_table_of_wide_states_tells_keys_one_tag_bit_apart(ways, lag):
+    # the two- and three-cycle updates compare each way's tag beside block RAM (on a large die, as here):
+    # a state wider than TAG_CHUNK_STATE (mshape's 902 bits) in COMPARE_CHUNK-bit chunks, a narrower one
+    # in TAG_CHUNK-bit chunks (the other tests' tables).
+    # Keys of one bucket whose tags differ in one bit, for every bit, each pair in turn: a bit left out
+    # of the compare hands one key the other's state
+    dut = TablePartitioner(16, 12, TAG_CHUNK_STATE + 8, ways=ways, early_key=2, en_ahead=True, lag=lag)
+    assert not dut.direct and dut.tag_width > COMPARE_CHUNK
+    def tag(key):
+        return sum((key >> b & 1) << i for i, b in enumerate(dut.tag_bits))
+
+    by_bucket = {}
+    for key in range(1 << 12):
+        by_bucket.setdefault(h3(key, dut.hash_rows), []).append(key)
+    keys, pairs = [], []
+    for i in range(dut.tag_width):
+        first, other = next((k, o) for group in by_bucket.values() for k in group for o in group
+                            if tag(k) ^ tag(o) == 1 << i)
+        pairs += [first, other]
+        # (each visit apart from the other by more keys than the writes in flight, so that the key's
+        # bucket comes from block RAM, tags and all, not forwarded from a write whose whole key is compared)
+        fill = [k for k in range(1 << 12) if h3(k, dut.hash_rows) != h3(first, dut.hash_rows)][:FORWARD + 2]
+        for key in (first, other, first, other):
+            keys += [key, *fill]
+    visits = {}
+
+    def update(key, state):  # each of a pair stored at its first visit and freed at its second
+        visits[key] = visits.get(key, 0) + 1
+        return count_up(key, state) | key << (TAG_CHUNK_STATE - 8) if key in pairs and visits[key] == 1 else 0
+
+    drive(dut, keys, update, 0.2, 7)
 
 
 @settings(max_examples=25, deadline=None)

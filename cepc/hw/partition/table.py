@@ -116,11 +116,15 @@ FORWARD = DEPTH + 2
 GROUP_BANKS = 8
 COMPARE_CHUNK = 8  # on a large die, the compares with the writes ahead: bits per registered chunk
 # On a large die, each way's tag against the key's, compared beside block RAM's output: bits per registered
-# chunk. A 4-bit equality is a LUT4 pair and a PFU multiplexer; at 8 bits it took another LUT level after
-# the route from block RAM across the die (finance0 on the ECP5-85F at seed 1, `bank0_way3_col1` into
-# `bank0_way3_tagged`, 7.30 ns: 137.0 MHz; at 4, 142.4, and 149.8 against 144.4 at seed 5:
-# bench/results/synth-rounds.md)
+# chunk, where the state is at most TAG_CHUNK_STATE bits. A 4-bit equality is a LUT4 pair and a PFU
+# multiplexer; at 8 bits it took another LUT level after the route from block RAM across the die (finance0 on
+# the ECP5-85F at seed 1, `bank0_way3_col1` into `bank0_way3_tagged`, 7.30 ns). At 4: finance0 142.4, 150.9,
+# 141.7, 150.3, 149.8 MHz at seeds 1-5 against 137.0, 136.3, 142.6, 142.2, 144.4 (1.05x), finance5 1.02x on
+# seeds 1 and 3. A wider state's picks take more copies of the tags' AND (one per SELECT_CHUNK bits), and
+# twice the chunks into them was mshape's path (902 bits: 121.0, 121.8 at seeds 2 and 3 against 125.3,
+# 130.0, 0.95x): there, 8 (bench/results/synth-rounds.md)
 TAG_CHUNK = 4
+TAG_CHUNK_STATE = 640
 # With the three-cycle update on a large die, the conditions are computed in groups, each from a copy of
 # the tuple's inputs of its own, where those copies take at most this many flip-flops in all: finance0's
 # 160, mshape's 352 and finance5's 905 (1.02–1.09× on the mean of nextpnr's seeds 1–3), not finance2's
@@ -659,7 +663,7 @@ class TablePartitioner(wiring.Component):
                     m.d.comb += key.en.eq(en)
                     key_copies.append(key)
                     tag = fields(Cat(*read))[1]
-                    step = TAG_CHUNK if copies else COMPARE_CHUNK
+                    step = TAG_CHUNK if copies and sw <= TAG_CHUNK_STATE else COMPARE_CHUNK
                     parts = [tag[c:c + step] == key.q[c:c + step] for c in range(0, self.tag_width, step)]
                     t = Signal(len(parts), name=f"bank{b}_way{w}_tagged", reset_less=True)
                     load(t, Cat(*parts))
