@@ -286,6 +286,7 @@ def test_a_hashed_table_of_wide_states_tells_keys_one_tag_bit_apart(ways, lag):
     # of the compare hands one key the other's state
     dut = TablePartitioner(16, 12, TAG_CHUNK_STATE + 8, ways=ways, early_key=2, en_ahead=True, lag=lag)
     assert not dut.direct and dut.tag_width > COMPARE_CHUNK
+
     def tag(key):
         return sum((key >> b & 1) << i for i, b in enumerate(dut.tag_bits))
 
