@@ -290,9 +290,10 @@ def test_a_hashed_table_of_wide_states_tells_keys_one_tag_bit_apart(ways, lag):
     def tag(key):
         return sum((key >> b & 1) << i for i, b in enumerate(dut.tag_bits))
 
+    bucket = {key: h3(key, dut.hash_rows) for key in range(1 << 12)}
     by_bucket = {}
-    for key in range(1 << 12):
-        by_bucket.setdefault(h3(key, dut.hash_rows), []).append(key)
+    for key, b in bucket.items():
+        by_bucket.setdefault(b, []).append(key)
     keys, pairs = [], []
     for i in range(dut.tag_width):
         first, other = next((k, o) for group in by_bucket.values() for k in group for o in group
@@ -300,7 +301,7 @@ def test_a_hashed_table_of_wide_states_tells_keys_one_tag_bit_apart(ways, lag):
         pairs += [first, other]
         # (each visit apart from the other by more keys than the writes in flight, so that the key's
         # bucket comes from block RAM, tags and all, not forwarded from a write whose whole key is compared)
-        fill = [k for k in range(1 << 12) if h3(k, dut.hash_rows) != h3(first, dut.hash_rows)][:FORWARD + 2]
+        fill = [k for k, b in bucket.items() if b != bucket[first]][:FORWARD + 2]
         for key in (first, other, first, other):
             keys += [key, *fill]
     visits = {}
