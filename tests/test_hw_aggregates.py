@@ -78,7 +78,10 @@ PARTITIONERS = {"pipeline": {"partitioner": "pipeline"}, "table": {"partitioner"
                 "table3": {"partitioner": "table", "update_cycles": 3},
                 "table-stall": {"partitioner": "table", "hazards": "stall"},
                 "table2-stall": {"partitioner": "table", "update_cycles": 2, "hazards": "stall"},
-                "table3-stall": {"partitioner": "table", "update_cycles": 3, "hazards": "stall"}}
+                "table3-stall": {"partitioner": "table", "update_cycles": 3, "hazards": "stall"},
+                # (one element: one key, so that no tuple is dropped)
+                "pipeline1": {"partitioner": "pipeline", "partitions": 1},
+                "pipeline1-ice40": {"partitioner": "pipeline", "partitions": 1, "platform": hwsim.Ice40()}}
 
 
 def random_case(seed: int, after: str, within: int | None, n: int, most: int):
@@ -128,8 +131,33 @@ def test_random_aggregate_queries_match_the_reference(head, tail, after, within,
     # with --hazards stall holds them until block RAM has the writes (table-stall, table2-stall)
     text = query(ast.Seq((head, tail)), after, within, MEASURES if measures else "")
     checked = check(parse(text))
-    hwsim.run_and_compare(checked, stream(rows), bus_width=bus_width, partitions=4, stall=0.2, backpressure=0.3,
-                          seed=seed, **PARTITIONERS[partitioner])
+    options = {"partitions": 4} | PARTITIONERS[partitioner]
+    if options["partitions"] == 1:  # (one key: another would find the element taken, and be dropped)
+        rows = [(0, *row[1:]) for row in rows]
+    hwsim.run_and_compare(checked, stream(rows), bus_width=bus_width, stall=0.2, backpressure=0.3, seed=seed,
+                          **options)
+
+
+@pytest.mark.parametrize("platform", [None, "ice40"])
+@pytest.mark.parametrize("bus_width", [40, 256])
+def test_one_element_keeps_a_keys_partial_matches_while_another_key_passes(platform, bus_width):
+    # A pipeline of one element (one partition). Key 1 never begins a match (P0), so its tuples find
+    # the element taken and write nothing, and key 0's next tuple reads its element as it was; back to
+    # back (a 256-bit bus), or with cycles between (40 bits), every FIRST, LAST, MIN, MAX, SUM and
+    # COUNT of the partial matches compared in the conditions.
+    checked = check(parse(SCHEMA + """PARTITION BY k AFTER MATCH SKIP PAST LAST ROW
+MEASURES COUNT(*) AS cnt, MAX(v) AS mx, SUM(w) AS sw, MIN(w) AS mw, FIRST(n) AS fn
+PATTERN ( P0 (R | F | M | S)+ L N? )
+DEFINE P0 AS c = 'a', R AS v > LAST(v), F AS v <= FIRST(v) AND c != 'a', M AS v >= MAX(v) OR COUNT(*) > 3,
+  S AS SUM(w) < 40, L AS MIN(w) < w AND LAST(c) != c, N AS FIRST(n) = n OR LAST(n) = 'xy';"""))
+    rng = random.Random(bus_width)
+    rows = []
+    for _ in range(240):
+        key = rng.random() < 0.3
+        rows.append((int(key), 3 if key else rng.randrange(4), rng.randrange(256), rng.randrange(-128, 128), 1))
+    result = hwsim.run_and_compare(checked, stream(rows), bus_width=bus_width, partitioner="pipeline", partitions=1,
+                                   seed=bus_width, platform=hwsim.Ice40() if platform else None)
+    assert len(result.records) >= 8
 
 
 def test_a_wide_bucket_simulates():

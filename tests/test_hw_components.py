@@ -323,6 +323,28 @@ def test_partitioner_keeps_one_state_per_key_and_swaps_elements_to_the_tail():
     assert occupied == len(set(keys))
 
 
+def test_one_element_keeps_its_key_until_its_state_is_zero_and_drops_the_others_meanwhile():
+    # One element (one partition): back to back, the key just written there (a hit), another key
+    # (dropped while the element lives), or any key once it is freed.
+    held: list[tuple[int, int]] = []  # the model: the element's (key, state), if it is used
+
+    def count_to_three(key, state, hit, free):
+        owner = held[0] if held else None
+        assert hit == (owner is not None and owner[0] == key), (key, held)
+        assert free == (owner is None)
+        assert state == (owner[1] if hit else 0)
+        nxt = 0 if state == 3 else state + 1
+        if hit or free:
+            held[:] = [(key, nxt)] if nxt else []
+        return nxt
+
+    keys = [1, 1, 2, 1, 1, 2, 2, 3, 2, 2, 2, 3, 3, 1]
+    seen, occupied = drive_partitioner(1, keys, count_to_three)
+    assert [k for k, *_ in seen] == keys
+    assert [h for _, _, h, _, _ in seen] == [0, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0]  # (and each case above)
+    assert occupied == len(held)
+
+
 def test_partitioner_frees_on_zero_state_and_reuses_elements():
     def alternate(key, state, hit, free):
         return 0 if hit else 5  # allocate, then free on the next tuple of the key
