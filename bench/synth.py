@@ -10,6 +10,7 @@ pipeline partitioner). Writes bench/results/synth.json and synth.md and exits
     python bench/synth.py [--boards ulx3s-85f,icebreaker] [--examples marathon,network,mshape] [--seeds 1,2]
     python bench/synth.py --hdl both ...   # the VHDL back end beside Amaranth's: synth-hdl.json and .md
     python bench/synth.py --hazards stall ...  # the tables forwarding nothing: synth-stall.json and .md
+    python bench/synth.py --partitions 1024 --ways 2 ...  # one size for every row: synth-sized.json and .md
 
 With ``--hdl vhdl`` or ``both`` the design is (also) built from the VHDL back end, synthesised by
 GHDL (`cepc synth --hdl vhdl`), and the results go to synth-hdl.json and synth-hdl.md, with each
@@ -32,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from cepc import __version__  # noqa: E402
 from cepc.errors import CepcError  # noqa: E402
+from cepc.hw import sizing  # noqa: E402
 from cepc.lang.check import check  # noqa: E402
 from cepc.lang.parse import parse_file  # noqa: E402
 from cepc.synth import flow  # noqa: E402
@@ -44,11 +46,11 @@ TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (t
 
 def run_one(example: str, board: str, seed: int, build: Path, partitions: int | None = None,
             router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto",
-            fastest: bool = False) -> dict:
+            fastest: bool = False, ways: int | None = None) -> dict:
     checked = check(parse_file(ROOT / EXAMPLES[example]))
     opts = flow.SynthOptions(board=board, out_dir=build / board / (example if hdl == "verilog" else f"{example}-{hdl}"),
-                             seeds=(seed,), allow_timing_fail=True, pack=False, partitions=partitions, router=router,
-                             placer=placer, hdl=hdl, hazards=hazards, fastest=fastest)
+                             seeds=(seed,), allow_timing_fail=True, pack=False, partitions=partitions, ways=ways,
+                             router=router, placer=placer, hdl=hdl, hazards=hazards, fastest=fastest)
     t0 = time.perf_counter()
     steps = []
     try:
@@ -64,6 +66,7 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
         "example": example, "board": board, "hdl": hdl, "device": s["device"],
         "partitioner": s["options"]["partitioner"],
         "partitions": s["options"]["partitions"],
+        **({"ways": s["options"]["ways"]} if "ways" in s["options"] else {}),  # (--ways, where a table takes it)
         "hazards": s["options"].get("hazards", "forward"),
         "lut": res["lut"]["used"], "lut_available": res["lut"]["available"], "lut_percent": res["lut"]["percent"],
         "ff": res["ff"]["used"], "bram": res["bram"]["used"], "bram_available": res["bram"]["available"],
@@ -86,12 +89,12 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
 
 def run_seeds(example: str, board: str, seeds: list[int], build: Path, partitions: int | None = None,
               router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto",
-              fastest: bool = False) -> dict:
+              fastest: bool = False, ways: int | None = None) -> dict:
     """The best of ``seeds`` (by Fmax), with every seed's Fmax in ``fmax_by_seed`` and its critical
     path in ``critical_path_by_seed`` (a design that misses on most seeds often misses on several
     paths, one per seed)."""
-    runs = [dict(run_one(example, board, seed, build, partitions, router, placer, hdl, hazards, fastest), seed=seed)
-            for seed in seeds]
+    runs = [dict(run_one(example, board, seed, build, partitions, router, placer, hdl, hazards, fastest, ways),
+                 seed=seed) for seed in seeds]
     best = max(runs, key=lambda r: r.get("fmax_mhz", -1.0))
     best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}  # (None: the seed failed)
     if len(runs) > 1:
@@ -111,12 +114,28 @@ ROUNDS_NOTE = (f"What each round of timing work changed, the critical paths it r
                f"this file and synth.json).")
 
 
-def markdown(rows: list[dict], seed: int | str) -> str:
+def sizing_text(partitions: int | None, ways: int | None) -> str | None:
+    """The size every row was built at (``--partitions``, ``--ways``), as cepc synth's options; None: auto's."""
+    options = ([f"--partitions {partitions}"] if partitions else []) + ([f"--ways {ways}"] if ways else [])
+    return " ".join(options) or None
+
+
+def partitions_cell(r: dict) -> str:
+    """A row's partitions, and a hashed table's entries per bucket where the run asked for them."""
+    return f"{r['partitions']} ({r['ways']}-way)" if r.get("ways") else f"{r['partitions']}"
+
+
+def markdown(rows: list[dict], seed: int | str, sized: str | None = None) -> str:
+    """synth.md: every row at the size ``--partitioner auto`` picks, or (synth-sized.md) at ``sized``, cepc
+    synth's options for it (:func:`sizing_text`)."""
+    size = (f"at the size `{sized}` asks for (every row: rows of their own, beside synth.md's)" if sized else
+            "on the partitioner and size `--partitioner auto` picks for the board's device")
+    note = ROUNDS_NOTE.replace("this file and synth.json", "synth-sized.md and .json here") if sized else ROUNDS_NOTE
     lines = [
         "# Synthesis",
         "",
         f"`make bench-synth` (cepc {__version__}): every example through `cepc synth`'s flow (Yosys, nextpnr with "
-        f"one thread and seed {seed} (the best of several, where a row lists them), router1 (`--router auto`; `, router2` marks a row routed by router2 with `{' '.join(flow.router_options('router2')[2:])}`); the placer `--placer auto` picks), on the partitioner and size `--partitioner auto` picks for the board's device, at the board's clock. Targets (the issue's): "
+        f"one thread and seed {seed} (the best of several, where a row lists them), router1 (`--router auto`; `, router2` marks a row routed by router2 with `{' '.join(flow.router_options('router2')[2:])}`); the placer `--placer auto` picks), {size}, at the board's clock. Targets (the issue's): "
         "Fmax ≥ 150 MHz on the ECP5-85F, ≥ 50 MHz on the iCE40UP5K. LUT: ECP5 LUT4s (TRELLIS_COMB), iCE40 logic "
         "cells; carry: CCU2C / SB_CARRY cells. Tuples/s: Fmax × tuples per cycle (½ with the pipeline partitioner). "
         "UART: what the 3 Mbaud host link carries. Link: the host link's own clock, Fmax of target (its "
@@ -142,11 +161,11 @@ def markdown(rows: list[dict], seed: int | str) -> str:
             fmax += " (" + ", ".join(f"seed {k}: " + (f"{v:.1f}" if v is not None else "failed")
                                      for k, v in r["fmax_by_seed"].items()) + ")"
         lines.append(
-            f"| {r['example']} | {r['board']} ({r['device']}) | {r['partitions']} | {r['lut']:,} ({r['lut_percent']:.0f}%) "
+            f"| {r['example']} | {r['board']} ({r['device']}) | {partitions_cell(r)} | {r['lut']:,} ({r['lut_percent']:.0f}%) "
             f"| {r['ff']:,} | {r['bram']} | {r['carry']} | {fmax} | {r['target_mhz']:g} "
             f"| {'yes' if r['met'] else '**no**'} | {r['tuples_per_second_at_fmax'] / 1e6:.1f} M "
             f"| {r['tuples_per_second_uart']:,} | {link} | {r['seconds']} | {r.get('commit', '')} |")
-    return "\n".join(lines + critical_paths(rows) + ["", ROUNDS_NOTE]) + "\n"
+    return "\n".join(lines + critical_paths(rows) + ["", note]) + "\n"
 
 
 def critical_paths(rows: list[dict], hdl: bool = False) -> list[str]:
@@ -230,7 +249,11 @@ def main() -> int:
     p.add_argument("--examples", default=",".join(EXAMPLES))
     p.add_argument("--seeds", default="1", help="nextpnr seeds to try, comma-separated (each row: the best)")
     p.add_argument("--partitions", type=int, help="partitions per query for every row (default: what "
-                   "--partitioner auto picks for the board's device), to compare designs at one size")
+                   "--partitioner auto picks for the board's device), to compare designs at one size; "
+                   "written to synth-sized.json and .md")
+    p.add_argument("--ways", type=int, choices=sizing.WAYS,
+                   help="a hashed table's entries per bucket for every row, as cepc synth --ways (default: auto); "
+                        "written to synth-sized.json and .md")
     p.add_argument("--router", choices=flow.ROUTER_CHOICES, default="auto",
                    help="nextpnr's router, as cepc synth --router (default: auto)")
     p.add_argument("--placer", choices=flow.PLACER_CHOICES, default="auto",
@@ -254,18 +277,19 @@ def main() -> int:
             for hdl in hdls:
                 print(f"== {example} on {board} ({hdl})", file=sys.stderr, flush=True)
                 row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router, args.placer,
-                                hdl, args.hazards, args.freq_max)
+                                hdl, args.hazards, args.freq_max, args.ways)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # (--hazards stall: rows of their own, beside the default's)
+    # (--hazards stall, --partitions, --ways: rows of their own, beside the default's)
+    sized = sizing_text(args.partitions, args.ways)
     name = ("synth" if args.hdl == "verilog" else "synth-hdl") + ("-stall" if args.hazards == "stall" else "") + \
-        ("-freq-max" if args.freq_max else "")
+        ("-sized" if sized else "") + ("-freq-max" if args.freq_max else "")
     (out / f"{name}.json").write_text(json.dumps({"cepc_version": __version__, "seeds": seeds, "results": rows},
                                                  indent=2) + "\n")
     (out / f"{name}.md").write_text(freq_max_markdown(rows, args.seeds) if args.freq_max else
-                                    markdown(rows, args.seeds) if args.hdl == "verilog"
+                                    markdown(rows, args.seeds, sized) if args.hdl == "verilog"
                                     else hdl_markdown(rows, args.seeds))
     missed = [r for r in rows if not r["met"]]
     for r in missed:

@@ -27,8 +27,8 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
     routers = []
 
     def run_one(example, board, seed, build, partitions=None, router="auto", placer="heap", hdl="verilog",
-                hazards="auto", fastest=False):
-        routers.append((router, placer, hdl, hazards, fastest))
+                hazards="auto", fastest=False, ways=None):
+        routers.append((router, placer, hdl, hazards, fastest, ways))
         if seed == 1:
             return {"example": example, "board": board, "error": error, "target_mhz": 50.0, "met": False,
                     "seconds": 90.0}
@@ -36,9 +36,9 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
 
     monkeypatch.setattr(bench, "run_one", run_one)
     row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static", hazards="stall",
-                          fastest=True)
-    # bench/synth.py --router, --placer, --hazards and --freq-max, every seed
-    assert routers == [("router1", "static", "verilog", "stall", True)] * 2
+                          fastest=True, ways=2)
+    # bench/synth.py --router, --placer, --hazards, --freq-max and --ways, every seed
+    assert routers == [("router1", "static", "verilog", "stall", True, 2)] * 2
     assert row["fmax_mhz"] == 40.11 and row["seed"] == 3 and row["seconds"] == 390.0
     assert row["fmax_by_seed"] == {"1": None, "3": 40.11} and row["errors_by_seed"] == {"1": error}
     assert "40.1 (seed 1: failed, seed 3: 40.1)" in bench.markdown([row], "1,3")
@@ -117,3 +117,35 @@ def test_running_the_benchmark_again_keeps_the_log_of_rounds(monkeypatch, tmp_pa
     results = ROOT / "bench" / "results"
     assert f"]({bench.ROUNDS})" in (results / "synth.md").read_text()
     assert (results / bench.ROUNDS).read_text().startswith("# Synthesis: the rounds of timing work")
+
+
+def test_a_size_asked_for_writes_rows_of_their_own(monkeypatch, tmp_path):
+    # bench/synth.py --partitions N --ways W: every row at that size, passed to the flow, in synth-sized.md and
+    # .json beside the default table (auto's size), which it leaves as it is
+    bench = load_bench()
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "synth.md").write_text("# Synthesis\n\n(auto's table)\n")
+    row = {"example": "mshape", "board": "ulx3s-85f", "device": "LFE5U-85F", "partitions": 1024, "ways": 2,
+           "lut": 8912, "lut_percent": 10.7, "ff": 14804, "bram": 47, "carry": 719, "fmax_mhz": 142.69,
+           "target_mhz": 150.0, "met": False, "tuples_per_second_at_fmax": 142690000, "tuples_per_second_uart": 14634,
+           "link_fmax_mhz": 151.9, "link_clock_mhz": 60.0, "critical_path": "7.01 ns", "seconds": 304.0}
+    asked = []
+
+    def run_seeds(example, board, seeds, build, partitions, router, placer, hdl, hazards, fastest, ways):
+        asked.append((partitions, ways))
+        return dict(row)
+
+    monkeypatch.setattr(bench, "run_seeds", run_seeds)
+    monkeypatch.setattr("sys.argv", ["synth.py", "--boards", "ulx3s-85f", "--examples", "mshape", "--partitions",
+                                     "1024", "--ways", "2", "--build", str(tmp_path / "build"), "--out", str(out)])
+    assert bench.main() == 1  # (142.7 MHz misses 150)
+    assert asked == [(1024, 2)]
+    assert (out / "synth.md").read_text() == "# Synthesis\n\n(auto's table)\n"
+    table = (out / "synth-sized.md").read_text()
+    assert "| mshape | ulx3s-85f (LFE5U-85F) | 1024 (2-way) | 8,912 (11%) |" in table
+    assert "at the size `--partitions 1024 --ways 2` asks for" in table
+    assert "synth-sized.md and .json" in table and "this file and synth.json" not in table
+    assert (out / "synth-sized.json").exists() and not (out / "synth.json").exists()
+    # a row of auto's size names no ways
+    assert "| mshape | ulx3s-85f (LFE5U-85F) | 1024 | 8,912" in bench.markdown([{**row, "ways": None}], "1")
