@@ -128,7 +128,7 @@ def partitions_cell(r: dict) -> str:
 def markdown(rows: list[dict], seed: int | str, sized: str | None = None) -> str:
     """synth.md: every row at the size ``--partitioner auto`` picks, or (synth-sized.md) at ``sized``, cepc
     synth's options for it (:func:`sizing_text`)."""
-    size = (f"at the size `{sized}` asks for (every row: rows of their own, beside synth.md's)" if sized else
+    size = (f"at the size `{sized}` asks for (rows of their own: synth.md's are at `--partitioner auto`'s size)" if sized else
             "on the partitioner and size `--partitioner auto` picks for the board's device")
     note = ROUNDS_NOTE.replace("this file and synth.json", "synth-sized.md and .json here") if sized else ROUNDS_NOTE
     lines = [

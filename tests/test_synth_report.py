@@ -595,3 +595,23 @@ def test_a_design_over_the_device_in_several_kinds_is_told_them_all():
         "or a board with a larger device: it has one partition already")
     # the largest board has none larger
     assert flow.larger_boards("ulx3s-85f") == [] and flow.larger_boards("ulx3s-45f") == ["ulx3s-85f"]
+
+
+def test_the_report_names_the_ways_asked_for():
+    # cepc synth --ways W: the report's options say so (bench/synth.py's sized rows read them), and without
+    # it they name none
+    from cepc.hw.pll import ice40_pll
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse_file
+    from cepc.nfa.lower import lower
+
+    report, stat = load("ice40_marathon")
+    parsed = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
+    checked = check(parse_file(ROOT / "examples" / "network" / "network.sql"))
+    pll = ice40_pll(12e6, 51e6)
+    for ways in (2, None):
+        ld = flow.link_design(lower(checked), partitions=256, clock_hz=pll.output_hz, baud=3_000_000,
+                              buffer_bytes=1024, buffer_frames=4, partitioner="table", ways=ways or 4)
+        opts = flow.SynthOptions(board="icebreaker", ways=ways)
+        options = flow._summary(parsed, ld, opts, pll, 256, 3_000_000, checked, 1)["options"]
+        assert options.get("ways") == ways and options["partitions"] == 256

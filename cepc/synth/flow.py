@@ -1038,7 +1038,8 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
                     "target_mhz": opts.freq_mhz or None,
                     "clock_mhz": round(pll.output_hz / 1e6, 3), "link_clock_mhz": round(pll.link_hz / 1e6, 3),
                     "baud": baud, "baud_divisor": ld.link.divisor,
-                    "seed": seed, "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after},
+                    "seed": seed, "buffer_bytes": ld.link.buffer_bytes, "evict_after": opts.evict_after,
+                    **({"ways": ld.top.ways} if opts.ways else {})},  # (a hashed table's, as --ways asked)
         "design_id": f"{ld.design_id:08x}",
         "timing_met": parsed.timing_met,
         "tuples_per_cycle": per_cycle,
