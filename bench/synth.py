@@ -109,9 +109,13 @@ def run_seeds(example: str, board: str, seeds: list[int], build: Path, partition
 # (synth.md is this benchmark's to rewrite; what each round of timing work changed and measured is kept
 # apart, so that running it again loses none of that)
 ROUNDS = "synth-rounds.md"
-ROUNDS_NOTE = (f"What each round of timing work changed, the critical paths it read cell by cell and the levers "
-               f"it measured and did not keep: [{ROUNDS}]({ROUNDS}), written by hand (this benchmark rewrites only "
-               f"this file and synth.json).")
+
+
+def rounds_note(rewritten: str) -> str:
+    """The table's link to the log of rounds, naming the files the benchmark rewrites (``rewritten``)."""
+    return (f"What each round of timing work changed, the critical paths it read cell by cell and the levers "
+            f"it measured and did not keep: [{ROUNDS}]({ROUNDS}), written by hand (this benchmark rewrites only "
+            f"{rewritten}).")
 
 
 def sizing_text(partitions: int | None, ways: int | None) -> str | None:
@@ -130,7 +134,7 @@ def markdown(rows: list[dict], seed: int | str, sized: str | None = None) -> str
     synth's options for it (:func:`sizing_text`)."""
     size = (f"at the size `{sized}` asks for (rows of their own: synth.md's are at `--partitioner auto`'s size)" if sized else
             "on the partitioner and size `--partitioner auto` picks for the board's device")
-    note = ROUNDS_NOTE.replace("this file and synth.json", "synth-sized.md and .json here") if sized else ROUNDS_NOTE
+    note = rounds_note("synth-sized.md and .json here" if sized else "this file and synth.json")
     lines = [
         "# Synthesis",
         "",
