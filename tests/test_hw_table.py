@@ -495,16 +495,18 @@ def test_a_table_whose_entries_expire_equals_the_model(seed, shape, stall, windo
     assert len(seen) == len(keys)
 
 
-@pytest.mark.parametrize("entries, ways, ahead, stall, evict_after, within, lag", [
-    (8, 4, False, 0.0, 30, False, False), (8, 2, True, 0.2, 30, False, False), (256, 1, True, 0.1, 30, False, False),
-    (16, 1, False, 0.3, 30, False, False),
-    (8, 4, True, 0.1, 4096, False, False),  # an epoch of two enabled cycles
-    (8, 2, False, 0.1, 30, True, False), (64, 4, True, 0.2, 30, True, False),  # and WITHIN beside it
+@pytest.mark.parametrize("entries, ways, ahead, stall, evict_after, within, lag, width", [
+    (8, 4, False, 0.0, 30, False, False, 8), (8, 2, True, 0.2, 30, False, False, 8), (256, 1, True, 0.1, 30, False, False, 8),
+    (16, 1, False, 0.3, 30, False, False, 8),
+    (8, 4, True, 0.1, 4096, False, False, 8),  # an epoch of two enabled cycles
+    (8, 2, False, 0.1, 30, True, False, 8), (64, 4, True, 0.2, 30, True, False, 8),  # and WITHIN beside it
     # the two-cycle update: the write stamped with its lookup's epoch
-    (8, 2, True, 0.2, 30, False, True), (8, 4, True, 0.1, 4096, False, True), (64, 4, True, 0.2, 30, True, True),
+    (8, 2, True, 0.2, 30, False, True, 8), (8, 4, True, 0.1, 4096, False, True, 8), (64, 4, True, 0.2, 30, True, True, 8),
     # the three-cycle update: staged twice
-    (8, 2, True, 0.2, 30, False, 2), (64, 4, True, 0.2, 30, True, 2)])
-def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall, evict_after, within, lag):
+    (8, 2, True, 0.2, 30, False, 2, 8), (64, 4, True, 0.2, 30, True, 2, 8),
+    # a state wider than 64 bits: the older write's read from a LUT RAM
+    (64, 4, True, 0.2, 30, False, 2, 100), (8, 2, True, 0.1, 30, False, True, 100)])
+def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall, evict_after, within, lag, width):
     # --evict-after: an entry is stale once older than half the epoch range (2,048 epochs),
     # judged a stage before the lookup against the epoch it will be then; keys take entries, a
     # quiet key (no state) ages them past it, and keys then take, find or lose them (some are
@@ -517,11 +519,14 @@ def test_a_table_whose_entries_age_equals_the_model(entries, ways, ahead, stall,
     # (WITHIN: times that rise slowly, so that some entries expire by time before they age)
     times = [i // 40 for i in range(len(keys))] if within else None
 
-    def update(key, state):
-        return 0 if key == 7 or rng.random() < 0.1 else count_up(key, state)
+    def update(key, state):  # (a wide state: every bit moving)
+        if key == 7 or rng.random() < 0.1:
+            return 0
+        return count_up(key, state) if width == 8 else (state * 3 + key + 1) % (1 << width) | 1
 
-    dut = TablePartitioner(entries, 8, 8, ways=ways, evict_after=evict_after, expiry_width=16 if within else None,
-                           window=20, early_key=2 if ahead else 0, en_ahead=ahead, lag=lag)
+    dut = TablePartitioner(entries, 8, width, vector_width=8, ways=ways, evict_after=evict_after,
+                           expiry_width=16 if within else None, window=20, early_key=2 if ahead else 0, en_ahead=ahead,
+                           lag=lag)
     assert dut._period == period
     drive(dut, keys, update, stall, seed=entries, times=times)
 
@@ -732,16 +737,18 @@ def test_a_table_whose_update_takes_two_or_three_cycles_equals_the_model(lag, wa
     drive(dut, keys, update, stall, seed, platform)
 
 
+@pytest.mark.parametrize("lag", [1, 2], ids=["two-cycle", "three-cycle"])
 @pytest.mark.parametrize("ways, stall", [(4, 0.0), (2, 0.0), (1, 0.0), (4, 0.3)])
-def test_a_two_cycle_table_sees_past_a_write_that_kept_nothing(ways, stall):
-    # WITHIN, the two-cycle update, a 150-bit state: a key writes its state, looks it up again late
+def test_a_two_cycle_table_sees_past_a_write_that_kept_nothing(ways, stall, lag):
+    # WITHIN, the two- and three-cycle updates, a 150-bit state (the older write's state read from a
+    # LUT RAM the writes go into, as where nothing goes stale): a key writes its state, looks it up again late
     # (stale: it misses, and its update keeps nothing, so that write takes no way), and then early
     # again (time fell: the first write is live), three tuples later, so that the empty write is the
     # one just ahead of its lookup among the older writes and the first write is further ahead. The
     # third lookup's state is the first write's: the write one ahead is the key's only if it took a
     # way, which a miss does only with `keep`.
     dut = TablePartitioner(64, 9, 150, ways=ways, expiry_width=12, window=10, bank_depth=4, early_key=2,
-                           en_ahead=True, relay=True, lag=True)
+                           en_ahead=True, relay=True, lag=lag)
     rng = random.Random(ways)
     keys, times = [], []
     for i in range(40):

@@ -375,6 +375,8 @@ def test_the_placer_is_the_static_one_for_designs_that_fill_an_ecp5_s_flip_flops
     placer, why = flow.placer_for("ecp5", "auto", 28_726, big)
     assert placer == "static" and "34%" in why and "28,726" in why
     assert flow.placer_for("ecp5", "auto", 18_663, big)[0] == "heap"
+    # (finance2's since its older writes' state is read from LUT RAM: 21,931, 26 %, placed by HeAP)
+    assert flow.placer_for("ecp5", "auto", 21_931, big)[0] == "heap"
     assert flow.placer_for("ecp5", "auto", 25_092, big)[0] == "heap"  # (30 %: not above it)
     # the 12F is placed on the 25F's die: its share is of that die's flip-flops
     assert flow.placer_for("ecp5", "auto", 8_000, DEVICES["ecp5-12f"])[0] == "static"

@@ -112,9 +112,11 @@ ROUTER_CHOICES = ("auto", "router1", "router2")
 # mshape 116.2 against 111.8). `auto` chooses between them by the share of the device's flip-flops the
 # design takes (placer_for).
 PLACER_CHOICES = ("auto", "heap", "static")
-# ... static above this share (on ECP5). The examples on the ECP5-85F: finance2 34 % (28,726 of 83,640
-# flip-flops; routed on static placement only), mshape 22 %, finance5 19 %, finance0 18 % (each routed
-# on both, faster on HeAP's), network and marathon less.
+# ... static above this share (on ECP5). The examples on the ECP5-85F: finance2 26 % (21,931 of 83,640
+# flip-flops, since its older writes' state is read from LUT RAM; at 34 %, 28,726, it routed on static
+# placement only, and now HeAP's placement routes in minutes where router1 stalled on static's, 68,000
+# arcs left after 25 minutes), mshape 22 %, finance5 19 %, finance0 18 % (each routed on both, faster on
+# HeAP's), network and marathon less.
 STATIC_FF_SHARE = 0.30
 # --freq max: at most this many builds, each after the first at the fastest clock the PLL makes at or
 # below FASTEST_MARGIN under what the last reached. A placement at another target reaches about what

@@ -103,6 +103,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
 from ..ecp5 import RegisteredRam
+from ..expr import ordered
 from ..replica import Replica, small_die
 from .pipeline import _signature
 
@@ -130,6 +131,11 @@ TAG_CHUNK_STATE = 640
 # 160, mshape's 352 and finance5's 905 (1.02–1.09× on the mean of nextpnr's seeds 1–3), not finance2's
 # 2,007, which was slower (72.7 and 81.8 MHz at seeds 1 and 2 against 86.7 and 95.5: bench/results/synth-rounds.md)
 GROUPED_INPUT_BITS = 1024
+# On a large die, WITHIN's expiries are compared with the key's time in slices of this many bits, side by
+# side, their results joined after (cepc.hw.expr.ordered), not along one carry chain as wide as the time
+# plus a bit (finance2's 65 bits, 33 CCU2Cs: 3.8 ns of logic before a route, from block RAM's word into
+# the state's select lines and from `now2` into each write's staleness, its late paths once HeAP placed it)
+EXPIRY_SLICE = 16
 # on a large die, the state's select lines (which write or way is the key's): a copy per this many
 # bits of a wide state (a partial-match core's, 902 bits for mshape), so no select reaches them all;
 # and with the two-cycle update, the older write's state: a LUT RAM and its read address per this many
@@ -888,12 +894,15 @@ class TablePartitioner(wiring.Component):
         # spread across the die by their other loads (block RAM's copies of the write, the conditions),
         # and its routes, from the copies and from the writes, were finance0's and mshape's critical
         # paths (7.1 and 7.9 ns of routes).
-        use_history = older_next is not None and stale_free and sw > SELECT_CHUNK
+        # With WITHIN or `evict_after` too: the older write the state is read for is the same one (the
+        # newest write ahead of the key's that wrote a way: `older_one` and mine3r), and whether the way
+        # it wrote is still live is a flag of its own (`pick4_older`), not the state.
+        use_history = older_next is not None and sw > SELECT_CHUNK
         older_copies, history, zero_half = [], [], False
         if use_history:
             # (deep enough for the writes forwarded: the oldest read is forward - 2 behind w0)
             history_at = Signal(range(1 << (forward - 1).bit_length()), name="history_at")
-            for c in range(1 if cands else 0):  # (the conditions')
+            for c in range(1 if cands and stale_free else 0):  # (the conditions')
                 copy = m.submodules[f"{Replica.PREFIX}older{c}"] = Replica(forward - 1)
                 m.d.comb += copy.en.eq(self.en)
                 older_copies.append(copy)
@@ -990,6 +999,26 @@ class TablePartitioner(wiring.Component):
         # The wide state is thus picked by flags from registers, not patched into every way.
         words = [fields(writes[j]["entry"])[0] for j in range(forward)] + [fields(word4[w])[0] for w in range(W)]
         state_out = Signal(sw)
+
+        def older_state_from_history(older_state):
+            """Drive ``older_state``, the key's newest older write's state at stage 4 (zero if none): read
+            from the LUT RAM where there is one, else picked from the writes' registers at stage 3."""
+            if history and self.lag == 2:
+                # (the three-cycle update: the lookup reads the older write's state from the LUT RAM
+                # itself, every older write in it by then, at an address decided at stage 2 and
+                # registered, the copies taking that register: the compares have a cycle to themselves,
+                # the route to the copies its own)
+                for lo, hi, at, data in history:
+                    m.d.comb += older_state[lo:hi].eq(data if zero_half else Mux(at.q[1], data, 0))
+            elif history:
+                w0_state = fields(writes[0]["entry"])[0]
+                for lo, hi, at, data in history:
+                    with m.If(self.en):
+                        m.d.sync += older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
+            else:
+                older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
+                with m.If(self.en):
+                    m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
         older_one = Signal()  # the write one ahead is the key's (set below; those two or more ahead: mine3r)
         if stale_free:
             # Nothing goes stale, so only the key itself changes its entry: its own newest write ahead is
@@ -1020,22 +1049,9 @@ class TablePartitioner(wiring.Component):
             if self.stall:  # (block RAM's ways alone)
                 newest, base = None, Const(0, sw)
             older_conds = older_conditions() if cands and not self.stall else None
-            older_values = [fields(writes[j - 1]["entry"])[0] for j in range(1, forward)]
-            if history and self.lag == 2:
-                # (the three-cycle update: the lookup reads the older write's state from the LUT RAM
-                # itself, every older write in it by then, at an address decided at stage 2 and
-                # registered, the copies taking that register: the compares have a cycle to themselves,
-                # the route to the copies its own)
-                for lo, hi, at, data in history:
-                    m.d.comb += older_state[lo:hi].eq(data if zero_half else Mux(at.q[1], data, 0))
+            older_state_from_history(older_state)
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
-                if history and self.lag < 2:
-                    w0_state = fields(writes[0]["entry"])[0]
-                    for lo, hi, at, data in history:
-                        m.d.sync += older_state[lo:hi].eq(Mux(at.q[0], w0_state[lo:hi], Mux(at.q[1], data, 0)))
-                elif not history:
-                    m.d.sync += older_state.eq(older_of(older_values, Const(0, sw)))
                 if cands and self.stall:
                     cond_newest, cond_base, cond_words = None, Const(0, cw), cond4
                 elif cands:
@@ -1052,8 +1068,8 @@ class TablePartitioner(wiring.Component):
                     cond_newest, cond_base, cond_words = w0_cond, older_cond, cond4
         else:  # a stale entry is no state: only the way the key hits, live, holds its state
             # The key's own newest write ahead is its state if the way it wrote is live (else it has
-            # none): w0's, the older one's (the newest of them, picked at stage 3 from registers as
-            # above, and registered) or block RAM's word of the way the key holds, untouched by the
+            # none): w0's, the older one's (the newest of them, read from the LUT RAM or picked at
+            # stage 3 from registers, as above) or block RAM's word of the way the key holds, untouched by the
             # writes ahead. Which is decided at stage 3 and registered (below: the flags there are
             # registers or block RAM's word, and w0 is being formed), so, as without anything stale,
             # the state's select lines come from flip-flops. The older write's conditions are each
@@ -1068,9 +1084,7 @@ class TablePartitioner(wiring.Component):
             # against 92.6 without, its path then w0's conditions into `cond5`, and router1 slower on
             # every seed tried.)
             older_state = Signal(sw, name="older4_state")
-            older_state_next = older_of([fields(writes[j - 1]["entry"])[0] for j in range(1, forward)], Const(0, sw))
-            with m.If(self.en):
-                m.d.sync += older_state.eq(older_state_next)
+            older_state_from_history(older_state)
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
@@ -1268,11 +1282,15 @@ class TablePartitioner(wiring.Component):
             # the epoch at the lookup of the key now at stage 3 (after the next enabled edge)
             epoch_next = Mux(ticks == self._period - 1, epoch + 1, epoch)[:STAMP_BITS] if epoch is not None else None
 
+            def expired(expiry, now):
+                """Whether ``expiry`` is below ``now`` (on a large die in slices of EXPIRY_SLICE bits)."""
+                return ordered("<", expiry, now, EXPIRY_SLICE) if copies else expiry < now
+
             def stale_at(expiry, stamp):
                 """Whether an entry of ``expiry`` and ``stamp`` is stale at that lookup."""
                 out = Const(0)
                 if expiry is not None:
-                    out = out | (expiry < now3)
+                    out = out | expired(expiry, now3)
                 if stamp is not None:
                     out = out | (epoch_next - stamp)[STAMP_BITS - 1]  # older than half the epoch range
                 return out
@@ -1287,7 +1305,7 @@ class TablePartitioner(wiring.Component):
             if self._xw:
                 w0_stale_next = Signal(name="w0_stale3")
                 with m.If(self.en):
-                    m.d.sync += w0_stale_next.eq(expiry_at[self.depth - 1] < self.now2)
+                    m.d.sync += w0_stale_next.eq(expired(expiry_at[self.depth - 1], self.now2))
             # each older write's, its expiry from the register it was in a stage earlier: the write one
             # ahead's from w0 as it was formed (the expiry placed; a swept bucket's write stores 0
             # instead, but it keeps nothing, so whether it is stale is never read), each write two or
@@ -1300,7 +1318,7 @@ class TablePartitioner(wiring.Component):
                 if self._xw:
                     early = Signal(name=f"stale3_ahead{j}")
                     with m.If(self.en):
-                        m.d.sync += early.eq(expiries_before[j - 1] < self.now2)
+                        m.d.sync += early.eq(expired(expiries_before[j - 1], self.now2))
                     stale = stale | early
                 older_stale_of.append(stale)
             own_live3 = []
