@@ -103,7 +103,6 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
 from ..ecp5 import RegisteredRam
-from ..expr import ordered
 from ..replica import Replica, small_die
 from .pipeline import _signature
 
@@ -132,10 +131,30 @@ TAG_CHUNK_STATE = 640
 # 2,007, which was slower (72.7 and 81.8 MHz at seeds 1 and 2 against 86.7 and 95.5: bench/results/synth-rounds.md)
 GROUPED_INPUT_BITS = 1024
 # On a large die, WITHIN's expiries are compared with the key's time in slices of this many bits, side by
-# side, their results joined after (cepc.hw.expr.ordered), not along one carry chain as wide as the time
+# side, their results joined after (as cepc.hw.expr.ordered's slices), not along one carry chain as wide as the time
 # plus a bit (finance2's 65 bits, 33 CCU2Cs: 3.8 ns of logic before a route, from block RAM's word into
 # the state's select lines and from `now2` into each write's staleness, its late paths once HeAP placed it)
 EXPIRY_SLICE = 16
+
+
+def expiry_slices(width: int) -> list[tuple[int, int]]:
+    """[lo, hi) of each slice an expiry of ``width`` bits is compared in on a large die: EXPIRY_SLICE bits
+    each, a remainder under half of that joined to the slice below it (a time's expiry is a bit wider than
+    the time, and a slice of that bit alone would compare it with the time's constant zero)."""
+    los = list(range(0, width, EXPIRY_SLICE))
+    if len(los) > 1 and width - los[-1] < EXPIRY_SLICE // 2:
+        los.pop()
+    return [(lo, los[i + 1] if i + 1 < len(los) else width) for i, lo in enumerate(los)]
+
+
+def below_joined(below: list, equal: list) -> Value:
+    """Whether a value is below another, from each slice's ``below`` and ``equal`` (lowest slice first): the
+    highest slice where they differ decides."""
+    out, same = Const(0), Const(1)
+    for b, e in zip(reversed(below), reversed(equal)):
+        out = out | (same & b)
+        same = same & e
+    return out
 # on a large die, the state's select lines (which write or way is the key's): a copy per this many
 # bits of a wide state (a partial-match core's, 902 bits for mshape), so no select reaches them all;
 # and with the two-cycle update, the older write's state: a LUT RAM and its read address per this many
@@ -682,9 +701,9 @@ class TablePartitioner(wiring.Component):
                     bank_tags.append(t.all())
                 if bank_expiry is not None:
                     expiry = fields(Cat(*read))[2]
-                    slices = range(0, self._xw, EXPIRY_SLICE)
-                    below = [expiry[lo:lo + EXPIRY_SLICE] < self.now2[lo:lo + EXPIRY_SLICE] for lo in slices]
-                    equal = [expiry[lo:lo + EXPIRY_SLICE] == self.now2[lo:lo + EXPIRY_SLICE] for lo in slices]
+                    slices = expiry_slices(self._xw)
+                    below = [expiry[lo:hi] < self.now2[lo:hi] for lo, hi in slices]
+                    equal = [expiry[lo:hi] == self.now2[lo:hi] for lo, hi in slices]
                     e = Signal(2 * len(below), name=f"bank{b}_way{w}_expired", reset_less=True)
                     load(e, Cat(*below, *equal))
                     bank_expiry.append(e)
@@ -1298,7 +1317,11 @@ class TablePartitioner(wiring.Component):
 
             def expired(expiry, now):
                 """Whether ``expiry`` is below ``now`` (on a large die in slices of EXPIRY_SLICE bits)."""
-                return ordered("<", expiry, now, EXPIRY_SLICE) if copies else expiry < now
+                if not copies:
+                    return expiry < now
+                slices = expiry_slices(len(expiry))
+                return below_joined([expiry[lo:hi] < now[lo:hi] for lo, hi in slices],
+                                    [expiry[lo:hi] == now[lo:hi] for lo, hi in slices])
 
             def stale_at(expiry, stamp, w=None):
                 """Whether an entry of ``expiry`` and ``stamp`` is stale at that lookup (``w``: block RAM's word
@@ -1310,10 +1333,7 @@ class TablePartitioner(wiring.Component):
                     flags = Const(0, 2 * n)
                     for b in range(self.banks):
                         flags = flags | bank_expiry[b * W + w]
-                    below = Const(0)
-                    for i in reversed(range(n)):
-                        below = below | Cat(*(flags[j + n] for j in range(i + 1, n)), Const(1)).all() & flags[i]
-                    out = out | below
+                    out = out | below_joined(list(flags[:n]), list(flags[n:]))
                 elif expiry is not None:
                     out = out | expired(expiry, now3)
                 if stamp is not None:
