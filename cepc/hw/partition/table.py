@@ -147,6 +147,13 @@ def expiry_slices(width: int) -> list[tuple[int, int]]:
     return [(lo, los[i + 1] if i + 1 < len(los) else width) for i, lo in enumerate(los)]
 
 
+def sliced(a: Value, b: Value) -> tuple[list, list]:
+    """Each of :func:`expiry_slices`' slices of ``a`` and ``b``: whether ``a``'s is below ``b``'s, and whether
+    they are equal (lowest slice first)."""
+    slices = expiry_slices(len(a))
+    return [a[lo:hi] < b[lo:hi] for lo, hi in slices], [a[lo:hi] == b[lo:hi] for lo, hi in slices]
+
+
 def below_joined(below: list, equal: list) -> Value:
     """Whether a value is below another, from each slice's ``below`` and ``equal`` (lowest slice first): the
     highest slice where they differ decides."""
@@ -700,10 +707,7 @@ class TablePartitioner(wiring.Component):
                     load(t, Cat(*parts))
                     bank_tags.append(t.all())
                 if bank_expiry is not None:
-                    expiry = fields(Cat(*read))[2]
-                    slices = expiry_slices(self._xw)
-                    below = [expiry[lo:hi] < self.now2[lo:hi] for lo, hi in slices]
-                    equal = [expiry[lo:hi] == self.now2[lo:hi] for lo, hi in slices]
+                    below, equal = sliced(fields(Cat(*read))[2], self.now2)
                     e = Signal(2 * len(below), name=f"bank{b}_way{w}_expired", reset_less=True)
                     load(e, Cat(*below, *equal))
                     bank_expiry.append(e)
@@ -1317,11 +1321,7 @@ class TablePartitioner(wiring.Component):
 
             def expired(expiry, now):
                 """Whether ``expiry`` is below ``now`` (on a large die in slices of EXPIRY_SLICE bits)."""
-                if not copies:
-                    return expiry < now
-                slices = expiry_slices(len(expiry))
-                return below_joined([expiry[lo:hi] < now[lo:hi] for lo, hi in slices],
-                                    [expiry[lo:hi] == now[lo:hi] for lo, hi in slices])
+                return below_joined(*sliced(expiry, now)) if copies else expiry < now
 
             def stale_at(expiry, stamp, w=None):
                 """Whether an entry of ``expiry`` and ``stamp`` is stale at that lookup (``w``: block RAM's word
