@@ -1037,7 +1037,7 @@ class TablePartitioner(wiring.Component):
         words = [fields(writes[j]["entry"])[0] for j in range(forward)] + [fields(word4[w])[0] for w in range(W)]
         state_out = Signal(sw)
 
-        def older_state_from_history(older_state):
+        def drive_older_state(older_state):
             """Drive ``older_state``, the key's newest older write's state at stage 4 (zero if none): read
             from the LUT RAM where there is one, else picked from the writes' registers at stage 3."""
             if history and self.lag == 2:
@@ -1086,7 +1086,7 @@ class TablePartitioner(wiring.Component):
             if self.stall:  # (block RAM's ways alone)
                 newest, base = None, Const(0, sw)
             older_conds = older_conditions() if cands and not self.stall else None
-            older_state_from_history(older_state)
+            drive_older_state(older_state)
             with m.If(self.en):
                 m.d.sync += pick_newest.eq(newest_next)
                 if cands and self.stall:
@@ -1121,7 +1121,7 @@ class TablePartitioner(wiring.Component):
             # against 92.6 without, its path then w0's conditions into `cond5`, and router1 slower on
             # every seed tried.)
             older_state = Signal(sw, name="older4_state")
-            older_state_from_history(older_state)
+            drive_older_state(older_state)
             pick_newest = Signal(name="pick4_write0")
             picks = [Signal(name="pick4_older")] + [Signal(name=f"pick4_way{w}") for w in range(W)]
             newest, base, words = (pick_newest, words[0]), Const(0, sw), [older_state] + words[forward:]
