@@ -323,6 +323,18 @@ class QueryPlan:
         ``ends`` carries them)."""
         return sum(r.width for r in self.registers)
 
+    def compared_by(self, r: int) -> int:
+        """The register whose compare with the tuple decides MIN or MAX register r's update: r itself,
+        or, where the same aggregate of the same field is also kept at another scale (finance2's
+        ``MAX(price)`` beside ``MAX(price * 999)``), the narrowest of them. A scale is positive, which
+        keeps the order, and every such register is taken from the same candidate's partial match: the
+        tuple beats all of them or none, so one comparator decides them all."""
+        reg = self.registers[r]
+        if reg.func not in ("MIN", "MAX"):
+            return r
+        twins = [i for i, other in enumerate(self.registers) if (other.func, other.field) == (reg.func, reg.field)]
+        return min(twins, key=lambda i: (self.registers[i].width, i))
+
     @property
     def shared_registers(self) -> tuple[int, ...]:
         """The registers a partition keeps once, not once per NFA state: every LAST. Matches are

@@ -847,6 +847,58 @@ def test_min_and_max_updates_take_their_compare_from_the_conditions():
     assert seen[(400, 0)] == (1, 500) and seen[(400, 1)] == (1, 400)
 
 
+def test_a_min_or_max_kept_at_two_scales_is_compared_once():
+    # finance5 keeps MIN(price) (its measure) and MIN(price * 1005) (its DEFINE): a positive scale keeps
+    # the order, so the tuple beats both or neither, and one compare decides both (QueryPlan.compared_by).
+    # The conditions hold it for the narrower alone; flipped, both registers follow the flipped bit.
+    design = lower(check(parse_file(ROOT / "examples" / "finance" / "finance5" / "finance5.sql")))
+    q = design.queries[0]
+    low, scaled = (next(r for r, reg in enumerate(q.registers) if reg.func == "MIN" and reg.scale == k)
+                   for k in (1, 1005))
+    assert q.compared_by(scaled) == q.compared_by(low) == low
+    assert all(q.compared_by(r) == r for r, reg in enumerate(q.registers) if reg.func not in ("MIN", "MAX"))
+    f2 = lower(check(parse_file(ROOT / "examples" / "finance" / "finance2" / "finance2.sql"))).queries[0]
+    top = next(r for r, reg in enumerate(f2.registers) if (reg.func, reg.scale) == ("MAX", 1))
+    assert {f2.compared_by(r) for r, reg in enumerate(f2.registers) if reg.func == "MAX"} == {top}
+    layout = tuple_layout(design.tuple)
+    core = PartialMatchCore(q, layout, given_cond=True)
+    conds = core.conditions
+    dot, on = q.nfa.labels.index("."), q.nfa.labels.index("notTooLong")
+    assert set(conds.beats) == {(dot, low), (on, low)}
+    state = Signal(q.payload_width)
+    flip = Signal()
+    m = Module()
+    m.submodules.core = core
+    m.submodules.decoder = decoder = PredicateDecoder(layout, list(q.predicates))
+    raw = Signal(layout.size)
+    x = data.View(layout, raw)
+    m.d.comb += [decoder.tuple.eq(x), core.tuple.eq(x), core.preds.eq(decoder.preds), core.state.eq(state),
+                 core.cond.eq(conds.of(core.state, x) ^ (flip << conds.beats[(dot, low)]))]
+    seen = {}
+
+    def register(word, s, r):
+        return word >> q.register_offset(s, r) & ((1 << q.registers[r].width) - 1)
+
+    async def bench(ctx):
+        # '.' on at time 0, its MIN(price) 500 (so MIN(price * 1005) 502,500); prices 400 and 600 at time 1
+        ctx.set(state, 1 << dot | 500 << q.register_offset(dot, low) | 502500 << q.register_offset(dot, scaled))
+        for price in (400, 600):
+            for f in (0, 1):
+                ctx.set(raw, design.tuple.pack({"time": 1, "symbol": 0, "price": price, "volume": 10}))
+                ctx.set(flip, f)
+                nxt = ctx.get(core.next)
+                seen[(price, f)] = (nxt >> on & 1 | ctx.get(core.match) << 1, register(nxt, on, low),
+                                    register(nxt, on, scaled))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    # notTooLong turns on (at 600 largeIncrease matches too, and the match clears the vector: SKIP PAST
+    # LAST ROW); both of its MINs as the one bit says: the compare's, or flipped
+    assert seen[(400, 0)] == (1, 400, 402000) and seen[(400, 1)] == (1, 500, 502500)
+    assert seen[(600, 0)] == (2, 500, 502500) and seen[(600, 1)] == (2, 600, 603000)
+
+
 def test_a_last_is_kept_once_per_partition_and_every_state_reads_it():
     # Matches are contiguous (SPEC §3.1): every partial match alive ends at the partition's tuple before,
     # so each state's LAST(price) is that tuple's price. mshape keeps it once, after each state's own

@@ -483,7 +483,8 @@ class Conditions:
                         self.before[(sources[i], sources[j])] = n
                         n += 1
         sources = sorted({p for s in range(nfa.n_states) for p in nfa.predecessors[s]})
-        extremes = [r for r, reg in enumerate(q.registers) if reg.func in ("MIN", "MAX")]
+        # (a MIN or MAX kept at several scales is compared once: QueryPlan.compared_by)
+        extremes = [r for r, reg in enumerate(q.registers) if reg.func in ("MIN", "MAX") and q.compared_by(r) == r]
         if len(sources) * len(extremes) > BEATS_MAX and not every_beat:  # (compared in the update instead)
             extremes = []
         for p in sources:
@@ -724,10 +725,28 @@ class PartialMatchCore(wiring.Component):
                 groups[g] = (lambda name, copy=copy: field_of(copy, name)), terms
             return groups[g]
 
+        compares: dict[tuple[int, int], Value] = {}
+
+        def beats(c: int, r: int) -> Value | None:
+            """Whether the tuple beats the MIN or MAX register r of the partial match in state c (None:
+            r is neither): one compare for each aggregate however many scales it is kept at, from the
+            conditions where they have it (QueryPlan.compared_by)."""
+            by = q.compared_by(r)
+            if q.registers[by].func not in ("MIN", "MAX"):
+                return None
+            if (c, by) not in compares:
+                if (c, by) in conds.beats:
+                    compares[(c, by)] = cond[conds.beats[(c, by)]]
+                else:
+                    reg, (f, k) = q.registers[by], inputs_of(c)
+                    compares[(c, by)] = wire(_beats(reg, _source(reg, f, k), old[c][by]),
+                                             f"{nfa.labels[c]}_{reg.name}_beaten")
+            return compares[(c, by)]
+
         def candidate(c: int | None, r: int) -> Value:
             if (c, r) not in candidates:
-                beats = cond[conds.beats[(c, r)]] if (c, r) in conds.beats else None
-                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c), beats=beats)
+                candidates[(c, r)] = _updated(q, r, None if c is None else old[c][r], *inputs_of(c),
+                                              beats=None if c is None else beats(c, r))
             return candidates[(c, r)]
 
         vector, new, overflow = [], [], []
