@@ -41,8 +41,9 @@ def run(dut, *benches):
 # --- framer ------------------------------------------------------------------------------
 
 
-def frame_bytes(width: int, tb: int, packets: list[bytes], stall: float, ready: float, seed: int):
-    f = Framer(width, tb)
+def frame_bytes(width: int, tb: int, packets: list[bytes], stall: float, ready: float, seed: int,
+                buffered: bool | None = None):
+    f = Framer(width, tb, buffered=buffered)
     rng = random.Random(seed)
     wb = width // 8
     out = []
@@ -89,33 +90,46 @@ def test_framer_cuts_straddling_tuples_under_stalls(width, tb, n, stall, ready, 
     assert malformed == 0
 
 
-@pytest.mark.parametrize("width", [8, 32, 128])
-def test_framer_discards_a_partial_tuple_and_resyncs(width):
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 20), st.integers(1, 8), st.floats(0, 0.5), st.floats(0.3, 1), st.integers(0, 1000))
+def test_the_ice40_framer_offers_tuples_from_its_assembly_register(tb, n, stall, ready, seed):
+    # the byte-serial framer without an output register (the iCE40's): the same tuples under stalls
+    rng = random.Random(seed)
+    data = bytes(rng.randrange(256) for _ in range(tb * n))
+    out, malformed = frame_bytes(8, tb, [data], stall, ready, seed, buffered=False)
+    assert out == [int.from_bytes(data[i * tb:(i + 1) * tb], "little") for i in range(n)]
+    assert malformed == 0
+
+
+@pytest.mark.parametrize("width, buffered", [(8, True), (8, False), (32, None), (128, None)])
+def test_framer_discards_a_partial_tuple_and_resyncs(width, buffered):
     tb = 5
     a, b, c = bytes(range(10)), bytes(range(100, 103)), bytes(range(200, 215))
-    out, malformed = frame_bytes(width, tb, [a, b, c], 0.0, 1.0, 0)
+    out, malformed = frame_bytes(width, tb, [a, b, c], 0.0, 1.0, 0, buffered=buffered)
     expected = [a[0:5], a[5:10], c[0:5], c[5:10], c[10:15]]
     assert out == [int.from_bytes(x, "little") for x in expected]
     assert malformed == 1
 
 
-@pytest.mark.parametrize("width", [8, 32])
+@pytest.mark.parametrize("width, buffered", [(8, True), (8, False), (32, None)])
 @pytest.mark.parametrize("partial", [1, 2, 3, 4])
-def test_framer_resyncs_after_a_partial_tuple_of_any_length(width, partial):
+def test_framer_resyncs_after_a_partial_tuple_of_any_length(width, buffered, partial):
     # a packet that ends 1 to 4 bytes into a 5-byte tuple (4: one byte short of completing it)
     tb = 5
     a, b, c = bytes(range(10)), bytes(range(100, 100 + partial)), bytes(range(200, 215))
-    out, malformed = frame_bytes(width, tb, [a, b, c], 0.0, 1.0, 0)
+    out, malformed = frame_bytes(width, tb, [a, b, c], 0.0, 1.0, 0, buffered=buffered)
     expected = [a[0:5], a[5:10], c[0:5], c[5:10], c[10:15]]
     assert out == [int.from_bytes(x, "little") for x in expected]
     assert malformed == 1
 
 
-@pytest.mark.parametrize("width,tb,every", [(64, 13, 2), (64, 13, 1), (128, 13, 1), (8, 13, 2), (24, 5, 2),
-                                             (512, 13, 1), (512, 100, 1)])
-def test_framer_sustains_the_input_bandwidth(width, tb, every):
-    # cycles per tuple in steady state: the bus's bytes per cycle, or the consumer's rate
-    f = Framer(width, tb)
+@pytest.mark.parametrize("width,tb,every,buffered", [
+    (64, 13, 2, None), (64, 13, 1, None), (128, 13, 1, None), (8, 13, 2, True), (24, 5, 2, None),
+    (512, 13, 1, None), (512, 100, 1, None), (8, 13, 1, False), (8, 13, 2, False)])
+def test_framer_sustains_the_input_bandwidth(width, tb, every, buffered):
+    # cycles per tuple in steady state: the bus's bytes per cycle, or the consumer's rate (the byte-serial
+    # framer without an output register: a cycle more than the bytes, and the wait for the consumer)
+    f = Framer(width, tb, buffered=buffered)
     wb, n = width // 8, 120
     data = bytes(i % 251 for i in range(tb * n))
     cycles = []
@@ -141,7 +155,7 @@ def test_framer_sustains_the_input_bandwidth(width, tb, every):
 
     run(f, source, sink)
     per_tuple = (cycles[-1] - cycles[0]) / (n - 1)
-    assert per_tuple <= max(every, tb / wb) + 0.01
+    assert per_tuple <= (max(every, tb / wb) if buffered is not False else tb + every) + 0.01
 
 
 def test_framer_rejects_bad_bus_widths():

@@ -35,6 +35,11 @@ class Framer(wiring.Component):
     An 8-bit bus (the host link's) gets a byte-serial framer instead: bytes
     shift into an assembly register and a whole tuple moves to the output
     register; it takes a byte every cycle, with no trim cycle after a packet.
+    Unless ``buffered`` (default: off the iCE40), it has no output register:
+    the tuple is offered from the assembly register, which takes no byte
+    until it is taken, so a tuple takes a cycle more than its bytes. The
+    host link's UART brings a byte in far more cycles than that, and the
+    iCE40 saves a logic cell per bit of the tuple (finance2: 160).
 
     Timing: every candidate next byte count (with or without a beat, with or
     without a tuple leaving), its differences from one and two tuples, and
@@ -42,12 +47,13 @@ class Framer(wiring.Component):
     selects among them.
     """
 
-    def __init__(self, width: int, tuple_bytes: int):
+    def __init__(self, width: int, tuple_bytes: int, buffered: bool | None = None):
         if width % 8 or not 8 <= width <= 512:
             raise ValueError(f"bus width must be a multiple of 8 between 8 and 512, not {width!r}")
         self._width = width
         self._wb = width // 8
         self._tb = tuple_bytes
+        self._buffered = buffered
         super().__init__({
             "data": In(width), "keep": In(self._wb), "last": In(1), "valid": In(1), "ready": Out(1),
             "tuples": Out(stream.Signature(unsigned(tuple_bytes * 8))),
@@ -59,7 +65,8 @@ class Framer(wiring.Component):
         # data registers without a reset, only off the iCE40 (see cepc.hw.partition.table's `bare`)
         bare = not small_die(platform)
         if self._wb == 1:
-            return self._elaborate_serial(bare, copies=not small_die(platform))
+            buffered = not small_die(platform) if self._buffered is None else self._buffered
+            return self._elaborate_serial(bare, copies=not small_die(platform), buffered=buffered)
         m = Module()
         wb, tb = self._wb, self._tb
         # Two tuples and a beat: a beat may arrive while a whole tuple waits for its consumer
@@ -154,7 +161,7 @@ class Framer(wiring.Component):
         m.d.comb += self.malformed_pulse.eq(count_late(m, self.malformed, trim & (trim_k[0] != count)))
         return m
 
-    def _elaborate_serial(self, bare: bool, copies: bool):
+    def _elaborate_serial(self, bare: bool, copies: bool, buffered: bool):
         """An 8-bit bus: bytes shift into an assembly register, a whole tuple moves to the output
         register. No trim cycle: a packet's last beat resets the byte count at once.
 
@@ -163,12 +170,15 @@ class Framer(wiring.Component):
         each run of SERIAL_CHUNK bytes takes them from registers of its own, copies of ``room`` and of
         "the next byte completes a tuple", so the byte count, ``room`` and the output's valid stay a
         small loop of their own (network's critical path ran from ``room`` through the enables'
-        logic into the count, 7.4–9.9 ns, most of it routing)."""
+        logic into the count, 7.4–9.9 ns, most of it routing).
+
+        Not ``buffered``: the assembly register is the output; while it holds a whole tuple (``out_valid``)
+        it takes no byte."""
         m = Module()
         tb = self._tb
         asm = Signal(tb * 8, reset_less=bare)  # the tuple being assembled, its newest byte at the top
         n = Signal(range(tb))  # bytes assembled
-        out = Signal(tb * 8, reset_less=bare)  # (data: `out_valid` says when)
+        out = Signal(tb * 8, reset_less=bare) if buffered else asm  # (data: `out_valid` says when)
         out_valid = Signal()
         room = Signal(init=1)
         at_last = Signal(init=int(tb == 1))  # n == tb - 1: the next byte completes a tuple
@@ -197,9 +207,10 @@ class Framer(wiring.Component):
         with m.Else():
             m.d.sync += n.eq(Mux(complete, 0, Mux(byte, n + 1, n)))
         m.d.sync += out_valid.eq(valid_next)
-        # a byte fits next cycle unless it would complete a tuple while the output is still full
+        # a byte fits next cycle unless it would complete a tuple while the output is still full (not
+        # buffered: unless the output, the assembly register, is full)
         room_next, at_last_next = Signal(), Signal()
-        m.d.comb += [room_next.eq(~valid_next | ~after(tb - 1)),
+        m.d.comb += [room_next.eq(~valid_next | ~after(tb - 1) if buffered else ~valid_next),
                      at_last_next.eq(Mux(ends, int(tb == 1), after(tb - 1)))]
         m.d.sync += [room.eq(room_next), at_last.eq(at_last_next)]
 
@@ -218,6 +229,7 @@ class Framer(wiring.Component):
                 byte_c, complete_c = byte, complete
             with m.If(byte_c):
                 m.d.sync += [lanes[i].eq(shifted[i]) for i in range(lo, hi)]
-            with m.If(complete_c):
-                m.d.sync += [out[8 * i:8 * (i + 1)].eq(shifted[i]) for i in range(lo, hi)]
+            if buffered:
+                with m.If(complete_c):
+                    m.d.sync += [out[8 * i:8 * (i + 1)].eq(shifted[i]) for i in range(lo, hi)]
         return m
