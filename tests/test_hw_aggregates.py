@@ -788,6 +788,19 @@ def test_the_two_cycle_update_on_the_ice40(keys, within):
     assert len(result.records) >= 20
 
 
+def core_with_a_flipped_condition(q, layout, core, bit):
+    """``core`` (``given_cond``) on a partition state ``state`` and a tuple ``raw``, its conditions computed
+    from them, with condition ``bit`` flipped while ``flip`` is high: (module, state, raw, flip)."""
+    state, flip, raw = Signal(q.payload_width), Signal(), Signal(layout.size)
+    m = Module()
+    m.submodules.core = core
+    m.submodules.decoder = decoder = PredicateDecoder(layout, list(q.predicates))
+    x = data.View(layout, raw)
+    m.d.comb += [decoder.tuple.eq(x), core.tuple.eq(x), core.preds.eq(decoder.preds), core.state.eq(state),
+                 core.cond.eq(core.conditions.of(core.state, x) ^ (flip << bit))]
+    return m, state, raw, flip
+
+
 def test_min_and_max_updates_take_their_compare_from_the_conditions():
     # A MIN's or MAX's compare is one of the conditions computed before the update (Conditions.beats),
     # not in the update loop: given the conditions, finance0's core keeps MAX(price) as the condition
@@ -813,15 +826,7 @@ def test_min_and_max_updates_take_their_compare_from_the_conditions():
         return q.register_offset(s, r), q.registers[r].width
 
     last = next(r for r, reg in enumerate(q.registers) if reg.func == "LAST")
-    state = Signal(q.payload_width)
-    flip = Signal()
-    m = Module()
-    m.submodules.core = core
-    m.submodules.decoder = decoder = PredicateDecoder(layout, list(q.predicates))
-    raw = Signal(layout.size)
-    x = data.View(layout, raw)
-    m.d.comb += [decoder.tuple.eq(x), core.tuple.eq(x), core.preds.eq(decoder.preds), core.state.eq(state),
-                 core.cond.eq(conds.of(core.state, x) ^ (flip << conds.beats[(large, top)]))]
+    m, state, raw, flip = core_with_a_flipped_condition(q, layout, core, conds.beats[(large, top)])
     seen = {}
 
     async def bench(ctx):
@@ -865,15 +870,7 @@ def test_a_min_or_max_kept_at_two_scales_is_compared_once():
     conds = core.conditions
     dot, on = q.nfa.labels.index("."), q.nfa.labels.index("notTooLong")
     assert set(conds.beats) == {(dot, low), (on, low)}
-    state = Signal(q.payload_width)
-    flip = Signal()
-    m = Module()
-    m.submodules.core = core
-    m.submodules.decoder = decoder = PredicateDecoder(layout, list(q.predicates))
-    raw = Signal(layout.size)
-    x = data.View(layout, raw)
-    m.d.comb += [decoder.tuple.eq(x), core.tuple.eq(x), core.preds.eq(decoder.preds), core.state.eq(state),
-                 core.cond.eq(conds.of(core.state, x) ^ (flip << conds.beats[(dot, low)]))]
+    m, state, raw, flip = core_with_a_flipped_condition(q, layout, core, conds.beats[(dot, low)])
     seen = {}
 
     def register(word, s, r):
