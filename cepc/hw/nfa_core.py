@@ -384,8 +384,8 @@ def _source(reg, field, known: dict[PExpr, Value] | None) -> Value:
 def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr, Value] | None = None,
              beats: Value | None = None) -> Value:
     """Register r after a tuple (its fields: ``field``; ``known``: its terms, if given), from a partial
-    match's value (None: a new one). For a MIN or MAX, ``beats``, if given, is whether the tuple's
-    value beats ``base`` (:func:`_beats`, computed before: :class:`Conditions`)."""
+    match's value (None: a new one). For a MIN or MAX with a ``base``, ``beats`` is whether the tuple's
+    value beats it (the core's compare, or a condition bit computed before: :class:`Conditions`)."""
     reg = q.registers[r]
     if reg.func == "COUNT":
         return Const(1) if base is None else base + 1
@@ -395,7 +395,8 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr,
     if reg.func == "FIRST":
         return base
     if reg.func in ("MIN", "MAX"):
-        return Mux(_beats(reg, f, base) if beats is None else beats, f, base)
+        assert beats is not None, "a MIN's or MAX's update is given its compare"
+        return Mux(beats, f, base)
     return base + f  # SUM
 
 
