@@ -408,16 +408,15 @@ class Top(wiring.Component):
         m.submodules.decoder = decoder = PredicateDecoder(self.tuple_layout, predicates)
         m.d.comb += decoder.tuple.eq(a_tuple)
         b_valid = Signal()
-        b_preds = Signal(len(decoder.preds), reset_less=True)
-        with m.If(en_front):
-            m.d.sync += [b_valid.eq(a_valid & ~hold if holds else a_valid), b_preds.eq(decoder.preds)]
         if self.pipelined:  # (stage 2's registers hold the tuple a cycle more: above)
-            b_tuple, b_raw = a_tuple, a_raw
+            b_tuple, b_raw, tuple_copies = a_tuple, a_raw, []
         else:
             b_tuple = Signal(self.tuple_layout, reset_less=True)
             b_raw = Signal(self.tuple_width, reset_less=True)
-            with m.If(en_front):
-                m.d.sync += [b_tuple.eq(a_tuple), b_raw.eq(a_raw)]
+            tuple_copies = [b_tuple.eq(a_tuple), b_raw.eq(a_raw)]
+        b_preds = Signal(len(decoder.preds), reset_less=True)
+        with m.If(en_front):
+            m.d.sync += [b_valid.eq(a_valid & ~hold if holds else a_valid), *tuple_copies, b_preds.eq(decoder.preds)]
 
         # payload beside the keys: raw tuple (for the spill stream), predicate vector
         # (its data registers take `en` from copies of their own, per stage and 64 bits, on a large die)
