@@ -288,12 +288,14 @@ def test_nfa_core_is_the_plan_step_function(pattern, skip, inputs):
 # --- pipeline partitioner ------------------------------------------------------------------------
 
 
-def drive_partitioner(depth: int, keys: list[int], update, slots_only: bool = True):
+def drive_partitioner(depth: int, keys: list[int], update, slots_only: bool = True, key_ahead: bool = False):
     """Inject ``keys`` (one per slot); at the tail apply ``update(key, state, hit, free) -> next``.
+    With ``key_ahead``, each key is on ``key`` from the cycle after the one before it was injected (as the
+    top's stage 2 holds it), and the first from the cycle before its own.
 
     Returns (key, state, hit, free, next) per tuple in order, and the final occupancy.
     """
-    dut = PipelinePartitioner(depth, 8, 4)
+    dut = PipelinePartitioner(depth, 8, 4, key_ahead=key_ahead)
     seen = []
     pending = list(keys)
 
@@ -301,11 +303,13 @@ def drive_partitioner(depth: int, keys: list[int], update, slots_only: bool = Tr
         ctx.set(dut.en, 1)
         cycles = 0
         while len(seen) < len(keys) and cycles < 10 * (len(keys) + depth):
-            if pending and ctx.get(dut.slot):
+            if pending and ctx.get(dut.slot) and (cycles or not key_ahead):
                 ctx.set(dut.inject, 1)
                 ctx.set(dut.key, pending.pop(0))
             else:
                 ctx.set(dut.inject, 0)
+                if key_ahead and pending:
+                    ctx.set(dut.key, pending[0])
             if ctx.get(dut.out_valid):
                 k, s, h, f = (ctx.get(dut.out_key), ctx.get(dut.out_state), ctx.get(dut.out_hit),
                               ctx.get(dut.out_free))
@@ -337,9 +341,12 @@ def test_partitioner_keeps_one_state_per_key_and_swaps_elements_to_the_tail():
     assert occupied == len(set(keys))
 
 
-def test_one_element_keeps_its_key_until_its_state_is_zero_and_drops_the_others_meanwhile():
+@pytest.mark.parametrize("key_ahead", [False, True])
+def test_one_element_keeps_its_key_until_its_state_is_zero_and_drops_the_others_meanwhile(key_ahead):
     # One element (one partition): back to back, the key just written there (a hit), another key
-    # (dropped while the element lives), or any key once it is freed.
+    # (dropped while the element lives), or any key once it is freed. (key_ahead: whether the element
+    # holds the key is registered the cycle before the key's token, against the key the token at the
+    # tail then writes there, or the element's)
     held: list[tuple[int, int]] = []  # the model: the element's (key, state), if it is used
 
     def count_to_three(key, state, hit, free):
@@ -353,7 +360,7 @@ def test_one_element_keeps_its_key_until_its_state_is_zero_and_drops_the_others_
         return nxt
 
     keys = [1, 1, 2, 1, 1, 2, 2, 3, 2, 2, 2, 3, 3, 1]
-    seen, occupied = drive_partitioner(1, keys, count_to_three)
+    seen, occupied = drive_partitioner(1, keys, count_to_three, key_ahead=key_ahead)
     assert [k for k, *_ in seen] == keys
     # (the hits the model traces: the stream runs through every case above)
     assert [h for _, _, h, _, _ in seen] == [0, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0]

@@ -79,6 +79,10 @@ class PipelinePartitioner(wiring.Component):
     a caller may compute from it, and register, what the update will read (a
     partial-match core's conditions), taking them out of the update's cycle.
 
+    With ``key_ahead``, the key a token is injected with is on ``key`` from the enabled cycle before
+    its own too (the top's stage 2 holds each tuple through two): with one element, the compare of
+    the key with the element's is registered then, off the path into the tail's write.
+
     Exact eviction for WITHIN (``expiry_width``): when the tail stores a
     state it also stores ``next_expiry`` (the tuple's time plus the window),
     and an element whose expiry is below ``now`` (the time of the latest
@@ -89,13 +93,14 @@ class PipelinePartitioner(wiring.Component):
     """
 
     def __init__(self, depth: int, key_width: int, state_width: int, evict_after: int | None = None,
-                 vector_width: int | None = None, expiry_width: int | None = None):
+                 vector_width: int | None = None, expiry_width: int | None = None, key_ahead: bool = False):
         if depth < 1:
             raise ValueError(f"the partitioner needs at least one element, not {depth}")
         self._depth, self._kw, self._sw = depth, key_width, state_width
         self._vw = vector_width or state_width
         self._period = tick_period(evict_after) if evict_after else None
         self._xw = expiry_width
+        self._key_ahead = key_ahead and depth == 1
         self.places_every_key = False  # a key finding every element taken is dropped
         super().__init__(_signature(key_width, state_width, expiry_width or 1) | {"ahead_state": Out(state_width)})
 
@@ -151,14 +156,18 @@ class PipelinePartitioner(wiring.Component):
         # reset: `hit` is read only with a token at the tail, and `writes`, low without one, can at most
         # write an element the reset freed, in the cycle after it
         hit, writes = Signal(reset_less=True), Signal(reset_less=True)
+        # The state vector the token at the tail finds: its element's, or zero without a hit, registered
+        # beside `hit` from the vector the tail will hold (`ahead_state`'s), so the core's choices read a
+        # register, not the tail's vector gated by `hit` (mshape's critical path on the UP5K: `hit` into
+        # the vector, through the choice of a state's registers into their write's enable, 20.98 ns).
+        # The vector alone: a state's registers are read only where its bit is on.
+        found = Signal(self._vw, name="found", reset_less=True)
         m.d.comb += [
             self.out_valid.eq(tv[last]),
             self.out_key.eq(tk[last]),
             self.out_hit.eq(hit),
             self.out_free.eq(~live[last]),
-            # (the vector alone is cleared without a hit: a state's registers are read only where its
-            # bit is on, and the one net of `hit` then reaches the vector's bits, not every bit)
-            self.out_state.eq(Cat(Mux(hit, estate[last][:self._vw], 0), estate[last][self._vw:])),
+            self.out_state.eq(Cat(found, estate[last][self._vw:])),
             # (the tail after this cycle's swap: no token is at the tail while one is a stage before it)
             self.ahead_state.eq(Mux(swap[last - 1], estate[last - 1], estate[last]) if n >= 2 else estate[last]),
         ]
@@ -198,7 +207,7 @@ class PipelinePartitioner(wiring.Component):
         # Whether the token at the tail owns the element there, live (`hit`), and whether it writes there
         # (it owns the element, or finds it free: `writes`), decided the cycle before, from registers: the
         # token is a stage before the tail then, and no token is at the tail, so no write lands in between.
-        # The write's enable reaches every bit of the element, and `hit` clears the state vector the core
+        # The write's enable reaches every bit of the element, and `found` is the state vector the core
         # reads: the ownership flags' logic before them was the UP5K's critical path (finance0: 22.1 ns,
         # then 21.4 ns through the core's choice)
         def live_after(j):  # element j's liveness after this edge (its timer ticks; `now` stays)
@@ -211,10 +220,19 @@ class PipelinePartitioner(wiring.Component):
         if n >= 2:
             coming, owned = tv[last - 1], Mux(swap[last - 1], own_here[last - 1], own_next[last - 1])
             alive = Mux(swap[last - 1], live_after(last - 1), live_after(last))
+        elif self._key_ahead:
+            # (one element, its key on `key` from the enabled cycle before the token's: whether the element
+            # holds it, registered then as `own_next` is, against the key the element will hold after that
+            # cycle's write; the key's compare is off the path into `hit` and `writes`)
+            holds_key = Signal(name="holds_key")
+            with m.If(self.en):
+                m.d.sync += holds_key.eq(Mux(writes, tk[last] == self.key, ekey[last] == self.key))
+            coming, owned, alive = self.inject & slot, assoc[0] & holds_key, live_after(0)
         else:
             coming, owned, alive = self.inject & slot, owns(0, self.key), live_after(0)
         with m.If(self.en):
-            m.d.sync += [hit.eq(owned & alive), writes.eq(coming & (owned | ~alive))]
+            m.d.sync += [hit.eq(owned & alive), writes.eq(coming & (owned | ~alive)),
+                         found.eq(Mux(owned & alive, self.ahead_state[:self._vw], 0))]
 
         count = Signal(range(n + 1))
         m.d.comb += self.occupied.eq(count)
