@@ -446,13 +446,23 @@ class Top(wiring.Component):
             payload, t_data, t_valid = None, b_payload, b_valid
             en_payload = en_copy("payload")
         t_data_before = t_data  # (the tuple a stage before the cores', at the lookup or after it)
+        # (behind Woods' pipeline, which takes a tuple every other cycle at most, the register stage
+        # before the cores loads only tuples, and so holds each through the cycle after it, when its
+        # record and any tuple it spills are written: they read it there, not registers of their own)
+        tail_holds = self.pipelined and lag + ahead > 0
         for stage in range(5, 5 + lag + ahead):
             t_data_before = t_data
             data, valid = t_data, t_valid
             t_data = Signal(len(b_payload), name=f"payload{stage}", reset_less=True)
             t_valid = Signal(name=f"payload{stage}_valid")
-            with m.If(en_payload):
-                m.d.sync += [t_data.eq(data), t_valid.eq(valid)]
+            if tail_holds:
+                with m.If(en_payload):
+                    m.d.sync += t_valid.eq(valid)
+                with m.If(en_payload & valid):
+                    m.d.sync += t_data.eq(data)
+            else:
+                with m.If(en_payload):
+                    m.d.sync += [t_data.eq(data), t_valid.eq(valid)]
         t_raw = t_data[:self.tuple_width]
         t_tuple = Signal(self.tuple_layout)
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
@@ -522,6 +532,13 @@ class Top(wiring.Component):
         leaving = Signal()
         en_seq = en_copy("seq")
         m.d.comb += leaving.eq(en_seq & t_valid)
+        if self.pipelined:
+            # (behind Woods' pipeline tuples leave two cycles apart at least: each is counted the cycle
+            # after, from a register, off the path from `en` into the counter's enables (mshape on the
+            # UP5K: 20.07 ns, 6.13 of it the route into them))
+            left = Signal(name="left")
+            m.d.sync += left.eq(leaving)
+            leaving = left
         increment(m, t_seq, leaving)
 
         # --- per query: partitioner, NFA core, then a register stage into the output FIFO ---------
@@ -639,8 +656,9 @@ class Top(wiring.Component):
                         m.d.comb += part.next_key.eq(Cat(*(field(f_tuple, k) for k in q.key_fields)))
                     m.d.comb += part.en_next.eq(en_next)
                 else:
+                    # (the key is stage 2's, which holds each tuple through the cycle before its injection)
                     part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
-                                               expiry_width=expiry)
+                                               expiry_width=expiry, key_ahead=True)
                 key = Cat(*(field(b_tuple, k) for k in q.key_fields))
                 if expiry:
                     # expiries compare unsigned: a signed time is biased (its sign bit flipped keeps
@@ -718,9 +736,15 @@ class Top(wiring.Component):
             with m.If(en_record):
                 m.d.sync += [record.key.eq(part.out_key), record.seq.eq(t_seq), record.query.eq(q.index)]
             if q.measures:
-                last = Signal(self.tuple_layout, name=f"{qname}_last", reset_less=True)
-                with m.If(en_record):
-                    m.d.sync += last.eq(t_tuple)
+                # the match's last tuple, through the cycle after the tail, when its record is written
+                # (late, or a record in two beats: through the one after that too, when the next tuple
+                # may be at the tail)
+                if tail_holds and not late and "records" not in self.two_beat_fifos:
+                    last = t_tuple
+                else:
+                    last = Signal(self.tuple_layout, name=f"{qname}_last", reset_less=True)
+                    with m.If(en_record):
+                        m.d.sync += last.eq(t_tuple)
                 if isinstance(part, TablePartitioner):
                     # The match's registers are its accepting state's in the core's next state, which
                     # the table registers as its newest write on the same edge: taken from there (and
@@ -779,12 +803,15 @@ class Top(wiring.Component):
             spill = output_fifo(self.tuple_width, "spill")
             m.submodules.spill = spill
             spill_valid = Signal()
-            spill_data = Signal(self.tuple_width, reset_less=True)
             spilling = Signal()  # a tuple left the partitioners last cycle (its drop decision's parts are registered)
             m.d.sync += spilling.eq(en_payload & t_valid)
             m.d.comb += spill_valid.eq(spilling & Cat(*drops).any())
-            with m.If(en_payload & t_valid if "spill" in self.two_beat_fifos else en_payload):  # (as a record is)
-                m.d.sync += spill_data.eq(t_raw)
+            if tail_holds and "spill" not in self.two_beat_fifos:  # (the tuple holds: as a record's `last`)
+                spill_data = t_raw
+            else:
+                spill_data = Signal(self.tuple_width, reset_less=True)
+                with m.If(en_payload & t_valid if "spill" in self.two_beat_fifos else en_payload):  # (as a record is)
+                    m.d.sync += spill_data.eq(t_raw)
             m.d.comb += [
                 spill.w_data.eq(spill_data), spill.w_en.eq(spill_valid),
                 self.spill_tdata.eq(spill.r_data), self.spill_tvalid.eq(spill.r_rdy),
