@@ -460,7 +460,7 @@ class Top(wiring.Component):
                     m.d.sync += t_valid.eq(valid)
                 with m.If(en_payload & valid):
                     m.d.sync += t_data.eq(data)
-            else:
+            else:  # (one statement, as before tail_holds: a table design's Verilog stays as it was measured)
                 with m.If(en_payload):
                     m.d.sync += [t_data.eq(data), t_valid.eq(valid)]
         t_raw = t_data[:self.tuple_width]
