@@ -222,6 +222,17 @@ def _freq(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"a clock in MHz or max, not {text!r}") from None
 
 
+def _jobs(text: str) -> int:
+    """--jobs: seeds placed and routed at once, a whole number from 1."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"a whole number from 1, not {text!r}")
+    return jobs
+
+
 def _seeds(text: str) -> tuple[int, ...]:
     """--seed: a seed, or several (``1,2,3``, ``1-5``, ``1-3,7``), each tried once, in order."""
     seeds = []
@@ -252,7 +263,7 @@ def cmd_synth(args) -> int:
                              freq_mhz=None if fastest else args.freq, fastest=fastest,
                              baud=args.baud, partitioner=args.partitioner, partitions=args.partitions,
                              ways=_ways(args.ways), evict_after=args.evict_after,
-                             max_length=args.max_match_length, seeds=args.seed, router=args.router, placer=args.placer,
+                             max_length=args.max_match_length, seeds=args.seed, jobs=args.jobs, router=args.router, placer=args.placer,
                              allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles,
                              hazards=args.hazards, hdl=args.hdl)
     t0 = time.perf_counter()
@@ -533,6 +544,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="nextpnr's placement seed, or several (1,2,3 or 1-5): placed and routed at each in turn, "
                         "on the same netlist, until one meets the clock; the first that meets it is kept, else "
                         "the fastest (default: 1)")
+    c.add_argument("--jobs", type=_jobs, metavar="N", default=1,
+                   help="with several seeds: place and route N of them at once, each nextpnr on a core of its own "
+                        "(the seed kept and the report are the same as one at a time; default: 1)")
     c.add_argument("--router", choices=ROUTER_CHOICES, default="auto",
                    help="nextpnr's router; auto: router1 (on the ECP5-85F it beat router2 on every seed, "
                         "marathon and network); router2: timing-driven, with --tmg-ripup, stopped with an error "

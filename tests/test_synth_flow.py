@@ -257,6 +257,20 @@ def test_several_seeds_are_placed_in_turn_and_the_fastest_kept(tmp_path, capsys)
     assert all(run["endpoints_failing"] > 0 for run in runs)
     assert f"; {late['summary']}" in " ".join(err.split()) and late["summary"].startswith(
         f"{late['failing']:,} of {late['total']:,} endpoints miss it, in ")
+    # the same seeds two at once (--jobs 2), each nextpnr in seeds/S: the same placements, byte for byte,
+    # and the same report but for the seconds taken
+    at_once = tmp_path / "at_once"
+    rc = main(["synth", str(ROOT / "examples" / "marathon" / "marathon.sql"), "--board", "icebreaker",
+               "--partitioner", "pipeline", "--partitions", "2", "--freq", "100", "--seed", "1-2", "--jobs", "2",
+               "-o", str(at_once), "--report", str(tmp_path / "r2.json")])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    r2 = json.loads((tmp_path / "r2.json").read_text())
+    assert {k: v for k, v in r2.items() if k != "seconds"} == {k: v for k, v in r.items() if k != "seconds"}
+    for seed in (1, 2):
+        assert (at_once / "seeds" / str(seed) / "cepc_board.asc").read_bytes() == \
+            (out / "seeds" / str(seed) / "cepc_board.asc").read_bytes()
+    assert (at_once / "cepc_board.asc").read_bytes() == (out / "cepc_board.asc").read_bytes()
 
 
 def flow_seeds_text(runs, kept):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -490,17 +492,27 @@ def test_no_clock_is_suggested_below_the_host_links(tmp_path, monkeypatch):
     assert "; lower --freq (the bitstream was not written" in str(e.value)
 
 
-def sweep(tmp_path, reach, seeds=(1, 2, 3)):
+def sweep(tmp_path, reach, seeds=(1, 2, 3), jobs=1, hold=(), after=None):
     """--seed's sweep over ``seeds``, each placement's design clock reaching ``reach[seed]`` MHz of
     51 (None: nextpnr could not place it): the real iCE40 report, its clock replaced, and each seed's
-    files written as nextpnr would write them."""
+    files written as nextpnr would write them, where it runs. With ``jobs``, that many at once; a seed
+    in ``hold`` is still running until it is cancelled (or 10 s); a seed ``after`` names (a dict) ends
+    once the seed it gives has started."""
     report, stat = load("ice40_marathon")
-    tried = []
+    tried, stopped = [], []
+    started = {seed: threading.Event() for seed in seeds}
 
-    def route(seed):
+    def route(seed, where=tmp_path, cancel=None, say=lambda s: None):
         tried.append(seed)
-        (tmp_path / "cepc_board.asc").write_text(f"placement {seed}")
-        (tmp_path / "nextpnr.log").write_text(f"log {seed}")
+        started[seed].set()
+        if after and seed in after:
+            started[after[seed]].wait(10)
+        if seed in hold:
+            if cancel is not None and cancel.wait(10):
+                stopped.append(seed)
+                raise flow.Cancelled("nextpnr stopped")
+        (where / "cepc_board.asc").write_text(f"placement {seed}")
+        (where / "nextpnr.log").write_text(f"log {seed}")
         if reach[seed] is None:
             raise FitError(f"nextpnr could not place the design on iCE40UP5K with --seed {seed}", bel="ICESTORM_LC")
         r = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
@@ -508,7 +520,9 @@ def sweep(tmp_path, reach, seeds=(1, 2, 3)):
         return flow.Routed(seed, r, None, False)
 
     notes = []
-    best, runs = flow.sweep_seeds(seeds, route, tmp_path, ["cepc_board.asc", "nextpnr.log"], notes.append)
+    best, runs = flow.sweep_seeds(seeds, route, tmp_path, ["cepc_board.asc", "nextpnr.log"], notes.append, jobs=jobs)
+    if jobs > 1:
+        return best, runs, tried, notes, stopped
     return best, runs, tried, notes
 
 
@@ -543,6 +557,55 @@ def test_a_seed_nextpnr_cannot_place_is_passed_over(tmp_path):
     assert not (tmp_path / "seeds" / "1").exists() and (tmp_path / "cepc_board.asc").read_text() == "placement 2"
     with pytest.raises(FitError, match="with --seed 1$"):  # none placed: the first seed's error
         sweep(tmp_path, {1: None, 2: None, 3: None})
+
+
+@pytest.mark.parametrize("reach", [
+    {1: 48.2, 2: 52.7, 3: 60.0, 4: 44.0},  # seed 2 meets the clock
+    {1: 44.0, 2: 47.5, 3: 45.1, 4: 47.5},  # none does: the fastest, the first of two as fast
+    {1: None, 2: 49.0, 3: None, 4: 46.0},  # seeds nextpnr cannot place
+])
+def test_seeds_at_once_keep_what_one_at_a_time_keeps(tmp_path, reach):
+    one = tmp_path / "one"
+    one.mkdir()
+    best, runs, _, _ = sweep(one, reach, seeds=(1, 2, 3, 4))
+    for jobs in (2, 3, 4):
+        at_once = tmp_path / f"jobs{jobs}"
+        at_once.mkdir()
+        best_j, runs_j, tried, notes, _ = sweep(at_once, reach, seeds=(1, 2, 3, 4), jobs=jobs)
+        assert runs_j == runs and best_j.seed == best.seed and best_j.clock == best.clock
+        assert flow.seeds_text(runs_j, best_j.seed) == flow.seeds_text(runs, best.seed)
+        # the kept placement's files where the packer and the user look, each seed tried in seeds/S
+        assert (at_once / "cepc_board.asc").read_text() == f"placement {best.seed}"
+        assert (at_once / "nextpnr.log").read_text() == f"log {best.seed}"
+        assert sorted(p.name for p in (at_once / "seeds").iterdir()) == \
+            sorted(str(r["seed"]) for r in runs if "error" not in r)
+        assert notes[0] == f"nextpnr: 4 seeds, {jobs} at a time"
+        for r in runs:
+            if "error" in r:
+                assert f"note: nextpnr seed {r['seed']}: {r['error']}" in notes
+
+
+def test_seeds_at_once_stop_the_ones_after_a_seed_that_meets_the_clock(tmp_path):
+    # two at once: seeds 1 and 2 start; 1 misses, and seed 3 starts while 2 is still running; 2 meets
+    # the clock, so 3, still running, is stopped (and 4, if it had started: it is never waited for)
+    best, runs, tried, notes, stopped = sweep(tmp_path, {1: 44.0, 2: 52.0, 3: 53.0, 4: 55.0}, seeds=(1, 2, 3, 4),
+                                              jobs=2, hold=(3,), after={2: 3})
+    assert best.seed == 2 and [r["seed"] for r in runs] == [1, 2]
+    assert stopped == [3]
+    assert sorted(p.name for p in (tmp_path / "seeds").iterdir()) == ["1", "2"]
+    assert (tmp_path / "cepc_board.asc").read_text() == "placement 2"
+    assert "note: nextpnr seed 1: timing missed (the design's clock reached 44.0 of 51 MHz)" in notes
+
+
+def test_a_stopped_tool_is_killed(tmp_path):
+    # what stops a seed: the tool's process, killed while it runs, and Cancelled raised
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(flow.Cancelled):
+        flow._run([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, tmp_path / "log.txt", "sleep",
+                  lambda line: None, cancel=cancel)
+    assert time.monotonic() - t0 < 10
 
 
 def test_one_seed_is_placed_as_it_always_was(tmp_path):

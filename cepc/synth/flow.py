@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +83,7 @@ class SynthOptions:
     max_length: int | None = None
     # nextpnr's seeds, tried in turn on the same netlist until one meets every clock (see sweep_seeds)
     seeds: tuple[int, ...] = (1,)
+    jobs: int = 1  # seeds placed and routed at once (one nextpnr, one thread, each)
     # --freq max: build at freq_mhz (or the board's), then, while the design's clock misses, again at
     # the fastest clock the PLL makes FASTEST_MARGIN or more below what it reached (FASTEST_BUILDS in all)
     fastest: bool = False
@@ -280,11 +284,15 @@ class SynthResult:
 Progress = Callable[[str], None]
 
 
+class Cancelled(Exception):
+    """A tool stopped because its result is no longer wanted (another seed met the clock first)."""
+
+
 def _run(cmd: list[str], cwd: Path, log_path: Path, what: str, on_line: Callable[[str], None],
-         watch: Path | None = None) -> str:
+         watch: Path | None = None, cancel: threading.Event | None = None) -> str:
     """Run a tool with its output in ``log_path``; the lines of ``watch`` (the tool's own log,
     which it flushes as it goes; default ``log_path``) go to ``on_line`` while it runs.
-    Returns the output; ToolError on failure."""
+    Returns the output; ToolError on failure; :class:`Cancelled` (the tool stopped) once ``cancel`` is set."""
     watch = watch or log_path
     if watch != log_path:
         watch.unlink(missing_ok=True)
@@ -309,6 +317,8 @@ def _run(cmd: list[str], cwd: Path, log_path: Path, what: str, on_line: Callable
                         on_line(line)
                 if finished:
                     break
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled(f"{what} stopped")
                 time.sleep(0.2)
         except BaseException:
             # Ctrl-C, a test's timeout, an error in on_line: the tool must not run on without us
@@ -423,7 +433,8 @@ RIPUP_LOG = KEPT_LOG.format("router2-tmg-ripup")  # router2's, stopped where its
 
 
 def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch: Callable[[], RouteWatch],
-                    progress: Progress = lambda s: None) -> tuple[str, str | None, bool]:
+                    progress: Progress = lambda s: None,
+                    cancel: threading.Event | None = None) -> tuple[str, str | None, bool]:
     """nextpnr (``cmd``, logging to ``out``/nextpnr.log) with the first of ``routers`` (None: its
     default), and then the next while a router is found congested (:class:`RouteWatch`): on a design
     router2 cannot route its count of overused wires climbs, where router1 rips up and reroutes arc by
@@ -431,7 +442,7 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
     at 69.2 MHz). A congested router's log is kept (ROUTER2_LOG for router2's). Where router2's
     timing-driven ripup stalls on a legal routing (:class:`RipupStalled`), the same router places and
     routes again without it (its log kept as RIPUP_LOG). Returns nextpnr's output, the router that
-    routed and whether it ripped up for timing."""
+    routed and whether it ripped up for timing. ``cancel``: as :func:`_run`'s."""
     for kept in [*ROUTER_CHOICES[1:], "router2-tmg-ripup"]:  # kept logs of an earlier run, whichever it tried
         (out / KEPT_LOG.format(kept)).unlink(missing_ok=True)
     attempts = [(router, True) for router in routers]
@@ -449,7 +460,7 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
         options = router_options(router, ripup)
         try:
             return (_run(cmd + options, out, out / "nextpnr.stdout.log", "nextpnr", on_line,
-                         watch=out / "nextpnr.log"), router, "--tmg-ripup" in options)
+                         watch=out / "nextpnr.log", cancel=cancel), router, "--tmg-ripup" in options)
         except RipupStalled as e:
             (out / "nextpnr.log").replace(out / RIPUP_LOG)
             progress(f"nextpnr: {router}'s timing-driven ripup has stopped improving ({e}); placing and routing "
@@ -687,49 +698,58 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     stat = json.loads((out / f"{NAME}.stat.json").read_text())
 
     # 2. nextpnr
-    if fam == "ecp5":
-        pnr = [*tools.yowasp("nextpnr-ecp5"), platform._nextpnr_device_options[platform.device],
-               "--package", platform._nextpnr_package_options[platform.package].upper(), "--speed", platform.speed,
-               "--lpf", f"{NAME}.lpf", "--textcfg", f"{NAME}.config"]
-    else:
-        pnr = [*tools.yowasp("nextpnr-ice40"), platform._nextpnr_device_options[platform.device],
-               "--package", platform.package.lower() + platform._nextpnr_package_options.get(platform.device, ""),
-               "--pcf", f"{NAME}.pcf", "--asc", f"{NAME}.asc"]
+    # (its inputs are read from `out`; what it writes goes into the directory it runs in: `out`, or with
+    # several seeds at once each seed's own, seeds/S)
+    def pnr_command(where: Path) -> list[str]:
+        src = "" if where == out else os.path.relpath(out, where) + "/"
+        if fam == "ecp5":
+            cmd = [*tools.yowasp("nextpnr-ecp5"), platform._nextpnr_device_options[platform.device],
+                   "--package", platform._nextpnr_package_options[platform.package].upper(), "--speed",
+                   platform.speed, "--lpf", f"{src}{NAME}.lpf", "--textcfg", f"{NAME}.config"]
+        else:
+            cmd = [*tools.yowasp("nextpnr-ice40"), platform._nextpnr_device_options[platform.device],
+                   "--package", platform.package.lower() + platform._nextpnr_package_options.get(platform.device, ""),
+                   "--pcf", f"{src}{NAME}.pcf", "--asc", f"{NAME}.asc"]
+        return cmd + ["--json", f"{src}{NAME}.json", "--report", "nextpnr-report.json", "--sdf", f"{NAME}.sdf",
+                      "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
+
     flip_flops = sum(n for cell, n in rep.yosys_cells(stat).items() if cell == "TRELLIS_FF" or cell.startswith("SB_DFF"))
     placer, why = placer_for(fam, opts.placer, flip_flops, DEVICES[plat_cls.cepc_device])
     if opts.placer == "auto" and placer != "heap":
         progress(f"note: nextpnr's {placer} placer: {why} (--placer heap to use HeAP)")
-    pnr += ["--json", f"{NAME}.json", "--report", "nextpnr-report.json", "--sdf", f"{NAME}.sdf",
-            "--threads", "1", "--timing-allow-fail", "--log", "nextpnr.log"]
     tried = routers(fam, opts.router)
-    report_path = out / "nextpnr-report.json"
     placers = [placer]  # (the placer of the seeds to come: see route)
 
-    def route(seed: int) -> Routed:
-        """nextpnr at ``seed``: its report, read."""
+    def route(seed: int, where: Path = out, cancel: threading.Event | None = None,
+              say: Progress = progress) -> Routed:
+        """nextpnr at ``seed``, run in ``where``: its report, read (``cancel``: see :func:`_run`)."""
+        report_path = where / "nextpnr-report.json"
         report_path.unlink(missing_ok=True)
-        progress("nextpnr: reading the netlist")
+        say("nextpnr: reading the netlist")
+        used = placers[-1]
         try:
-            log, router, ripup = place_and_route(pnr + ["--placer", placers[-1], "--seed", str(seed)], out, tried,
+            log, router, ripup = place_and_route(pnr_command(where) + ["--placer", used, "--seed", str(seed)],
+                                                 where, tried,
                                                  lambda: RouteWatch(platform.device, seed, partitions,
-                                                                    out / "nextpnr.log", opts.board),
-                                                 progress)
+                                                                    where / "nextpnr.log", opts.board),
+                                                 say, cancel)
         except ToolError as e:
-            text = (out / "nextpnr.stdout.log").read_text(errors="replace")
+            text = (where / "nextpnr.stdout.log").read_text(errors="replace")
             fit = placement_error(text, platform.device, partitions, seed, opts.board)
-            again = placer_again(text, opts.placer, placers[-1])
+            again = placer_again(text, opts.placer, used)
             if fit and again:  # (then for every seed after this one too)
-                progress(f"note: nextpnr's HeAP placer could not place the design at the device's limit with "
-                         f"--seed {seed}; the {again} placer instead (--placer heap to keep HeAP)")
-                placers.append(again)
-                return route(seed)
+                say(f"note: nextpnr's HeAP placer could not place the design at the device's limit with "
+                    f"--seed {seed}; the {again} placer instead (--placer heap to keep HeAP)")
+                if placers[-1] != again:  # (another seed, placed at once, may have said so already)
+                    placers.append(again)
+                return route(seed, where, cancel, say)
             if fit and opts.hdl == "vhdl" and fam == "ice40":
                 fit = FitError(f"{fit}; {vhdl_fifos_in_logic(design)}", bel=fit.bel, detail=fit.detail)
             if fit:
                 raise fit from None
             raise e
         if not report_path.exists():
-            raise ToolError("nextpnr wrote no report", pnr, _tail(log))
+            raise ToolError("nextpnr wrote no report", pnr_command(where), _tail(log))
         nreport = json.loads(report_path.read_text())
         clock_name, link_name = _clocks(nreport)
         targets = {name: round(hz / 1e6, 3) for name, hz in ((clock_name, pll.output_hz),
@@ -740,7 +760,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         parsed.clocks.sort(key=lambda c: c.name != clock_name)
         parsed.critical_paths.sort(key=lambda p: p.clock != clock_name)
         routed = Routed(seed, parsed, router, ripup)
-        sdf = out / f"{NAME}.sdf"
+        sdf = where / f"{NAME}.sdf"
         if routed.clock is not None and not routed.clock.met and sdf.exists():
             # (every endpoint that misses the design's clock, from the delays nextpnr timed)
             routed.endpoints = sta.endpoints(sdf.read_text(), 1000 / routed.clock.target_mhz)
@@ -749,7 +769,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     t0 = time.perf_counter()
     placed = f"{NAME}.config" if fam == "ecp5" else f"{NAME}.asc"
     routed, runs = sweep_seeds(opts.seeds, route, out, [placed, "nextpnr-report.json", f"{NAME}.sdf", "nextpnr.log",
-                                                        "nextpnr.stdout.log"], progress)
+                                                        "nextpnr.stdout.log"], progress, jobs=opts.jobs)
     seconds["nextpnr"] = time.perf_counter() - t0
     parsed, router, ripup = routed.report, routed.router, routed.ripup
 
@@ -821,19 +841,26 @@ def seeds_text(runs: list[dict], kept: int | None = None) -> str:
     return ", ".join(one(r) for r in runs)
 
 
-def sweep_seeds(seeds: tuple[int, ...], route: Callable[[int], Routed], out: Path, artefacts: list[str],
-                progress: Progress = lambda s: None) -> tuple[Routed, list[dict]]:
+def sweep_seeds(seeds: tuple[int, ...], route: Callable[..., Routed], out: Path, artefacts: list[str],
+                progress: Progress = lambda s: None, jobs: int = 1) -> tuple[Routed, list[dict]]:
     """Place and route at each of ``seeds`` in turn (``route``, on the same netlist) until one meets
     every clock. nextpnr's placement, and so its Fmax, moves with the seed (finance0 on the ECP5-85F:
     144.3, 142.3, 133.5, 132.6, 140.1 MHz at seeds 1-5), so a design a little short of its clock may
     meet it at another. Kept: the first to meet, else the fastest design clock; its files (``artefacts``,
     written into ``out``) are left there, and every seed's are kept in ``out``/seeds/S. A seed that
     nextpnr cannot place or route is told and passed over; if none is, the first one's error is
-    raised. Returns the run kept and each seed's line for the report (none, for one seed)."""
+    raised. Returns the run kept and each seed's line for the report (none, for one seed).
+
+    With ``jobs`` above one, that many seeds are placed and routed at once, each in its own directory
+    (``route(seed, where, cancel, say)``), and read in the seeds' order: the seeds tried, the one kept and
+    the report are those of the sweep one at a time; once a seed meets the clock, the seeds after it are
+    stopped (those running) or never started."""
     if len(seeds) == 1:
         return route(seeds[0]), []
     kept_dir = out / "seeds"
     shutil.rmtree(kept_dir, ignore_errors=True)
+    if jobs > 1:
+        return _sweep_at_once(seeds, route, out, artefacts, progress, jobs)
     runs, best, first_error = [], None, None
     for i, seed in enumerate(seeds):
         progress(f"nextpnr: seed {seed} ({i + 1} of {len(seeds)})")
@@ -863,6 +890,64 @@ def sweep_seeds(seeds: tuple[int, ...], route: Callable[[int], Routed], out: Pat
         for name in artefacts:
             if (kept_dir / str(best.seed) / name).exists():
                 shutil.copy2(kept_dir / str(best.seed) / name, out / name)
+    return best, runs
+
+
+def _sweep_at_once(seeds: tuple[int, ...], route: Callable[..., Routed], out: Path, artefacts: list[str],
+                   progress: Progress, jobs: int) -> tuple[Routed, list[dict]]:
+    """:func:`sweep_seeds` with ``jobs`` seeds placed and routed at once, each in ``out``/seeds/S."""
+    kept_dir = out / "seeds"
+    cancel = {seed: threading.Event() for seed in seeds}
+    runs, best, first_error = [], None, None
+    futures = {}
+
+    def one(seed: int) -> Routed:
+        where = kept_dir / str(seed)
+        where.mkdir(parents=True)
+        if cancel[seed].is_set():
+            raise Cancelled("not started")
+        # (each seed's steps, told apart: the seed in the line)
+        return route(seed, where, cancel[seed], lambda step: progress(
+            step.replace("nextpnr: ", f"nextpnr seed {seed}: ", 1) if step.startswith("nextpnr: ") else step))
+
+    progress(f"nextpnr: {len(seeds)} seeds, {jobs} at a time")
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="nextpnr")
+    try:
+        futures.update({seed: pool.submit(one, seed) for seed in seeds})
+        for seed in seeds:
+            try:
+                r = futures[seed].result()
+            except (FitError, ToolError) as e:
+                runs.append({"seed": seed, "error": str(e)})
+                first_error = first_error or e
+                progress(f"note: nextpnr seed {seed}: {e}")
+                shutil.rmtree(kept_dir / str(seed), ignore_errors=True)  # (as one at a time: no files kept)
+                continue
+            runs.append(seed_run(r))
+            if best is None or r.rank() > best.rank():
+                best = r
+            if r.report.timing_met:
+                break
+            progress(f"note: nextpnr seed {seed}: timing missed"
+                     + (f" (the design's clock reached {r.clock.achieved_mhz:.1f} of {r.clock.target_mhz:g} MHz)"
+                        if r.clock else ""))
+    finally:  # (a seed met the clock, or Ctrl-C: the seeds after stop, and none is left running)
+        tried = {run["seed"] for run in runs}
+        for seed in seeds:
+            if seed not in tried:
+                cancel[seed].set()
+                if seed in futures:
+                    futures[seed].cancel()
+        pool.shutdown(wait=True)
+        for seed in seeds:  # (the seeds stopped leave nothing behind)
+            if seed not in tried:
+                shutil.rmtree(kept_dir / str(seed), ignore_errors=True)
+    if best is None:
+        raise first_error
+    for name in artefacts:  # (the kept placement's files where the packer and the user look)
+        (out / name).unlink(missing_ok=True)
+        if (kept_dir / str(best.seed) / name).exists():
+            shutil.copy2(kept_dir / str(best.seed) / name, out / name)
     return best, runs
 
 
