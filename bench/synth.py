@@ -11,6 +11,7 @@ pipeline partitioner). Writes bench/results/synth.json and synth.md and exits
     python bench/synth.py --hdl both ...   # the VHDL back end beside Amaranth's: synth-hdl.json and .md
     python bench/synth.py --hazards stall ...  # the tables forwarding nothing: synth-stall.json and .md
     python bench/synth.py --partitions 1024 --ways 2 ...  # one size for every row: synth-sized.json and .md
+    python bench/synth.py --seeds 1,2,3,4 --jobs 2 ...  # two seeds built at once
 
 With ``--hdl vhdl`` or ``both`` the design is (also) built from the VHDL back end, synthesised by
 GHDL (`cepc synth --hdl vhdl`), and the results go to synth-hdl.json and synth-hdl.md, with each
@@ -26,6 +27,7 @@ import argparse
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,9 +48,11 @@ TARGETS_MHZ = {"ulx3s-85f": 150.0, "icebreaker": 50.0}  # the issue's targets (t
 
 def run_one(example: str, board: str, seed: int, build: Path, partitions: int | None = None,
             router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto",
-            fastest: bool = False, ways: int | None = None) -> dict:
+            fastest: bool = False, ways: int | None = None, apart: bool = False) -> dict:
+    """One build at one seed (``apart``: in a directory of its own, seed-S, so that several run at once)."""
     checked = check(parse_file(ROOT / EXAMPLES[example]))
-    opts = flow.SynthOptions(board=board, out_dir=build / board / (example if hdl == "verilog" else f"{example}-{hdl}"),
+    out_dir = build / board / (example if hdl == "verilog" else f"{example}-{hdl}")
+    opts = flow.SynthOptions(board=board, out_dir=out_dir / f"seed-{seed}" if apart else out_dir,
                              seeds=(seed,), allow_timing_fail=True, pack=False, partitions=partitions, ways=ways,
                              router=router, placer=placer, hdl=hdl, hazards=hazards, fastest=fastest)
     t0 = time.perf_counter()
@@ -89,12 +93,19 @@ def run_one(example: str, board: str, seed: int, build: Path, partitions: int | 
 
 def run_seeds(example: str, board: str, seeds: list[int], build: Path, partitions: int | None = None,
               router: str = "auto", placer: str = "auto", hdl: str = "verilog", hazards: str = "auto",
-              fastest: bool = False, ways: int | None = None) -> dict:
+              fastest: bool = False, ways: int | None = None, jobs: int = 1) -> dict:
     """The best of ``seeds`` (by Fmax), with every seed's Fmax in ``fmax_by_seed`` and its critical
     path in ``critical_path_by_seed`` (a design that misses on most seeds often misses on several
-    paths, one per seed)."""
-    runs = [dict(run_one(example, board, seed, build, partitions, router, placer, hdl, hazards, fastest, ways),
-                 seed=seed) for seed in seeds]
+    paths, one per seed). ``jobs``: seeds built at once, each in a directory of its own."""
+    def one(seed: int) -> dict:
+        return dict(run_one(example, board, seed, build, partitions, router, placer, hdl, hazards, fastest, ways,
+                            apart=jobs > 1), seed=seed)
+
+    if jobs > 1:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:  # (each build's tools are processes of their own)
+            runs = list(pool.map(one, seeds))
+    else:
+        runs = [one(seed) for seed in seeds]
     best = max(runs, key=lambda r: r.get("fmax_mhz", -1.0))
     best["fmax_by_seed"] = {str(r["seed"]): r.get("fmax_mhz") for r in runs}  # (None: the seed failed)
     if len(runs) > 1:
@@ -252,6 +263,8 @@ def main() -> int:
     p.add_argument("--boards", default=",".join(TARGETS_MHZ))
     p.add_argument("--examples", default=",".join(EXAMPLES))
     p.add_argument("--seeds", default="1", help="nextpnr seeds to try, comma-separated (each row: the best)")
+    p.add_argument("--jobs", type=int, default=1, help="seeds built at once, each in BUILD/BOARD/EXAMPLE/seed-S "
+                   "(the same rows; the seconds each row gives are summed over its seeds, as one at a time)")
     p.add_argument("--partitions", type=int, help="partitions per query for every row (default: what "
                    "--partitioner auto picks for the board's device), to compare designs at one size; "
                    "written to synth-sized.json and .md")
@@ -281,7 +294,7 @@ def main() -> int:
             for hdl in hdls:
                 print(f"== {example} on {board} ({hdl})", file=sys.stderr, flush=True)
                 row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router, args.placer,
-                                hdl, args.hazards, args.freq_max, args.ways)
+                                hdl, args.hazards, args.freq_max, args.ways, jobs=max(1, args.jobs))
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     out = Path(args.out)

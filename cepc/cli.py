@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import subprocess
@@ -266,6 +267,11 @@ def cmd_synth(args) -> int:
                              max_length=args.max_match_length, seeds=args.seed, jobs=args.jobs, router=args.router, placer=args.placer,
                              allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles,
                              hazards=args.hazards, hdl=args.hdl)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if len(args.seed) > 1 and args.jobs == 1 and cores > 1:
+        console.print(f"note: {len(args.seed)} seeds one at a time; --jobs {min(cores, len(args.seed))} would place "
+                      f"and route {min(cores, len(args.seed))} at once on this machine's {cores} cores", highlight=False,
+                      soft_wrap=True)
     t0 = time.perf_counter()
     with console.status(f"synthesising {args.query} for {args.board}") as status:
         def progress(step):

@@ -27,8 +27,8 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
     routers = []
 
     def run_one(example, board, seed, build, partitions=None, router="auto", placer="heap", hdl="verilog",
-                hazards="auto", fastest=False, ways=None):
-        routers.append((router, placer, hdl, hazards, fastest, ways))
+                hazards="auto", fastest=False, ways=None, apart=False):
+        routers.append((router, placer, hdl, hazards, fastest, ways, apart))
         if seed == 1:
             return {"example": example, "board": board, "error": error, "target_mhz": 50.0, "met": False,
                     "seconds": 90.0}
@@ -38,10 +38,15 @@ def test_a_failed_seed_is_listed_as_failed(monkeypatch, tmp_path):
     row = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static", hazards="stall",
                           fastest=True, ways=2)
     # bench/synth.py --router, --placer, --hazards, --freq-max and --ways, every seed
-    assert routers == [("router1", "static", "verilog", "stall", True, 2)] * 2
+    assert routers == [("router1", "static", "verilog", "stall", True, 2, False)] * 2
     assert row["fmax_mhz"] == 40.11 and row["seed"] == 3 and row["seconds"] == 390.0
     assert row["fmax_by_seed"] == {"1": None, "3": 40.11} and row["errors_by_seed"] == {"1": error}
     assert "40.1 (seed 1: failed, seed 3: 40.1)" in bench.markdown([row], "1,3")
+    # --jobs 2: both seeds at once, each built apart (a directory of its own); the same row
+    routers.clear()
+    at_once = bench.run_seeds("network", "icebreaker", [1, 3], tmp_path, router="router1", placer="static",
+                              hazards="stall", fastest=True, ways=2, jobs=2)
+    assert at_once == row and routers == [("router1", "static", "verilog", "stall", True, 2, True)] * 2
 
 
 def test_a_row_routed_by_router2_says_so():
@@ -132,7 +137,7 @@ def test_a_size_asked_for_writes_rows_of_their_own(monkeypatch, tmp_path):
            "link_fmax_mhz": 151.9, "link_clock_mhz": 60.0, "critical_path": "7.01 ns", "seconds": 304.0}
     asked = []
 
-    def run_seeds(example, board, seeds, build, partitions, router, placer, hdl, hazards, fastest, ways):
+    def run_seeds(example, board, seeds, build, partitions, router, placer, hdl, hazards, fastest, ways, jobs=1):
         asked.append((partitions, ways))
         return dict(row)
 

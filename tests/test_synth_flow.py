@@ -236,6 +236,10 @@ def test_several_seeds_are_placed_in_turn_and_the_fastest_kept(tmp_path, capsys)
         (out / "seeds" / str(kept["seed"]) / "nextpnr-report.json").read_bytes()
     assert (out / "cepc_board.asc").read_bytes() == (out / "seeds" / str(kept["seed"]) / "cepc_board.asc").read_bytes()
     assert "note: nextpnr seed 1: timing missed (the design's clock reached" in err
+    # (on a machine of several cores, the seeds one at a time: told of --jobs)
+    cores = len(os.sched_getaffinity(0))
+    assert ("note: 2 seeds one at a time; --jobs 2 would place and route 2 at once on this machine's "
+            in err) == (cores > 1)
     assert f"nextpnr seeds {flow_seeds_text(runs, kept['seed'])}" in err
     assert f"; at nextpnr's seeds {flow_seeds_text(runs, kept['seed'])}; lower --freq" in " ".join(err.split())
     assert (out / "yosys.log").read_text().count("Executing SYNTH_ICE40 pass") == 1  # one netlist
@@ -265,6 +269,7 @@ def test_several_seeds_are_placed_in_turn_and_the_fastest_kept(tmp_path, capsys)
                "-o", str(at_once), "--report", str(tmp_path / "r2.json")])
     err = capsys.readouterr().err
     assert rc == 1, err
+    assert "--jobs 2 would" not in err
     r2 = json.loads((tmp_path / "r2.json").read_text())
     assert {k: v for k, v in r2.items() if k != "seconds"} == {k: v for k, v in r.items() if k != "seconds"}
     for seed in (1, 2):
