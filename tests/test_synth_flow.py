@@ -170,7 +170,7 @@ def test_mshape_fits_the_up5k_with_room_to_place(tmp_path, monkeypatch):
 
     packed = {}
 
-    def pack_only(cmd, out, routers, watch, progress=lambda s: None):
+    def pack_only(cmd, out, routers, watch, progress=lambda s: None, cancel=None):
         subprocess.run([*cmd, "--pack-only"], cwd=out, capture_output=True)  # (it exits 1 after packing, its log written)
         packed["cells"] = rep.log_utilisation((out / "nextpnr.log").read_text())["ICESTORM_LC"]
         raise _Packed

@@ -732,7 +732,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
                                                  where, tried,
                                                  lambda: RouteWatch(platform.device, seed, partitions,
                                                                     where / "nextpnr.log", opts.board),
-                                                 say, cancel)
+                                                 say, cancel=cancel)
         except ToolError as e:
             text = (where / "nextpnr.stdout.log").read_text(errors="replace")
             fit = placement_error(text, platform.device, partitions, seed, opts.board)
