@@ -861,36 +861,64 @@ def sweep_seeds(seeds: tuple[int, ...], route: Callable[..., Routed], out: Path,
     shutil.rmtree(kept_dir, ignore_errors=True)
     if jobs > 1:
         return _sweep_at_once(seeds, route, out, artefacts, progress, jobs)
-    runs, best, first_error = [], None, None
+    tally = _Tally(progress)
     for i, seed in enumerate(seeds):
         progress(f"nextpnr: seed {seed} ({i + 1} of {len(seeds)})")
         try:
             r = route(seed)
         except (FitError, ToolError) as e:
-            runs.append({"seed": seed, "error": str(e)})
-            first_error = first_error or e
-            progress(f"note: nextpnr seed {seed}: {e}")
+            tally.failed(seed, e)
             continue
         (kept_dir / str(seed)).mkdir(parents=True)
         for name in artefacts:
             if (out / name).exists():
                 shutil.copy2(out / name, kept_dir / str(seed) / name)
-        runs.append(seed_run(r))
-        if best is None or r.rank() > best.rank():
-            best = r
-        if r.report.timing_met:
+        if tally.placed(r):
             break
         if i + 1 < len(seeds):
-            progress(f"note: nextpnr seed {seed}: timing missed"
-                     + (f" (the design's clock reached {r.clock.achieved_mhz:.1f} of {r.clock.target_mhz:g} MHz)"
-                        if r.clock else "") + f"; placing and routing again at seed {seeds[i + 1]}")
-    if best is None:
-        raise first_error
-    if best.seed != runs[-1]["seed"]:  # (the last seed's files are in `out`: the kept one's go back)
+            progress(f"note: nextpnr seed {seed}: timing missed{_reached(r)}; placing and routing again at seed "
+                     f"{seeds[i + 1]}")
+    best = tally.kept()
+    if best.seed != tally.runs[-1]["seed"]:  # (the last seed's files are in `out`: the kept one's go back)
         for name in artefacts:
             if (kept_dir / str(best.seed) / name).exists():
                 shutil.copy2(kept_dir / str(best.seed) / name, out / name)
-    return best, runs
+    return best, tally.runs
+
+
+class _Tally:
+    """A sweep's seeds as they are read, in order: each one's line for the report, the placement kept (the
+    first to meet every clock, else the fastest design clock) and the first error."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.runs: list[dict] = []
+        self.best: Routed | None = None
+        self.first_error: Exception | None = None
+
+    def failed(self, seed: int, e: Exception) -> None:
+        """``seed`` could not be placed or routed: told, and passed over."""
+        self.runs.append({"seed": seed, "error": str(e)})
+        self.first_error = self.first_error or e
+        self.progress(f"note: nextpnr seed {seed}: {e}")
+
+    def placed(self, r: Routed) -> bool:
+        """``r`` placed and routed; whether it meets every clock (then no seed after it is wanted)."""
+        self.runs.append(seed_run(r))
+        if self.best is None or r.rank() > self.best.rank():
+            self.best = r
+        return r.report.timing_met
+
+    def kept(self) -> Routed:
+        """The placement kept, or the first seed's error where none was placed."""
+        if self.best is None:
+            raise self.first_error
+        return self.best
+
+
+def _reached(r: Routed) -> str:
+    """What a placement's design clock reached, for a note."""
+    return f" (the design's clock reached {r.clock.achieved_mhz:.1f} of {r.clock.target_mhz:g} MHz)" if r.clock else ""
 
 
 def _sweep_at_once(seeds: tuple[int, ...], route: Callable[..., Routed], out: Path, artefacts: list[str],
@@ -898,14 +926,14 @@ def _sweep_at_once(seeds: tuple[int, ...], route: Callable[..., Routed], out: Pa
     """:func:`sweep_seeds` with ``jobs`` seeds placed and routed at once, each in ``out``/seeds/S."""
     kept_dir = out / "seeds"
     cancel = {seed: threading.Event() for seed in seeds}
-    runs, best, first_error = [], None, None
-    futures = {}
+    tally = _Tally(progress)
+    futures = {}  # (filled once the pool has them: what the `finally` stops)
 
     def one(seed: int) -> Routed:
-        where = kept_dir / str(seed)
-        where.mkdir(parents=True)
         if cancel[seed].is_set():
             raise Cancelled("not started")
+        where = kept_dir / str(seed)
+        where.mkdir(parents=True)
         # (each seed's steps, told apart: the seed in the line)
         return route(seed, where, cancel[seed], lambda step: progress(
             step.replace("nextpnr: ", f"nextpnr seed {seed}: ", 1) if step.startswith("nextpnr: ") else step))
@@ -918,21 +946,14 @@ def _sweep_at_once(seeds: tuple[int, ...], route: Callable[..., Routed], out: Pa
             try:
                 r = futures[seed].result()
             except (FitError, ToolError) as e:
-                runs.append({"seed": seed, "error": str(e)})
-                first_error = first_error or e
-                progress(f"note: nextpnr seed {seed}: {e}")
+                tally.failed(seed, e)
                 shutil.rmtree(kept_dir / str(seed), ignore_errors=True)  # (as one at a time: no files kept)
                 continue
-            runs.append(seed_run(r))
-            if best is None or r.rank() > best.rank():
-                best = r
-            if r.report.timing_met:
+            if tally.placed(r):
                 break
-            progress(f"note: nextpnr seed {seed}: timing missed"
-                     + (f" (the design's clock reached {r.clock.achieved_mhz:.1f} of {r.clock.target_mhz:g} MHz)"
-                        if r.clock else ""))
+            progress(f"note: nextpnr seed {seed}: timing missed{_reached(r)}")
     finally:  # (a seed met the clock, or Ctrl-C: the seeds after stop, and none is left running)
-        tried = {run["seed"] for run in runs}
+        tried = {run["seed"] for run in tally.runs}
         for seed in seeds:
             if seed not in tried:
                 cancel[seed].set()
@@ -942,13 +963,12 @@ def _sweep_at_once(seeds: tuple[int, ...], route: Callable[..., Routed], out: Pa
         for seed in seeds:  # (the seeds stopped leave nothing behind)
             if seed not in tried:
                 shutil.rmtree(kept_dir / str(seed), ignore_errors=True)
-    if best is None:
-        raise first_error
+    best = tally.kept()
     for name in artefacts:  # (the kept placement's files where the packer and the user look)
         (out / name).unlink(missing_ok=True)
         if (kept_dir / str(best.seed) / name).exists():
             shutil.copy2(kept_dir / str(best.seed) / name, out / name)
-    return best, runs
+    return best, tally.runs
 
 
 # A design clock missed by at most this share, at one seed, may be met at another: the timing error says so
