@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cepc import __version__  # noqa: E402
+from cepc.cli import _jobs  # noqa: E402  (--jobs as cepc synth takes it: a whole number from 1)
 from cepc.errors import CepcError  # noqa: E402
 from cepc.hw import sizing  # noqa: E402
 from cepc.lang.check import check  # noqa: E402
@@ -263,7 +264,7 @@ def main() -> int:
     p.add_argument("--boards", default=",".join(TARGETS_MHZ))
     p.add_argument("--examples", default=",".join(EXAMPLES))
     p.add_argument("--seeds", default="1", help="nextpnr seeds to try, comma-separated (each row: the best)")
-    p.add_argument("--jobs", type=int, default=1, help="seeds built at once, each in BUILD/BOARD/EXAMPLE/seed-S "
+    p.add_argument("--jobs", type=_jobs, default=1, help="seeds built at once, each in BUILD/BOARD/EXAMPLE/seed-S "
                    "(the same rows; the seconds each row gives are summed over its seeds, as one at a time)")
     p.add_argument("--partitions", type=int, help="partitions per query for every row (default: what "
                    "--partitioner auto picks for the board's device), to compare designs at one size; "
@@ -294,7 +295,7 @@ def main() -> int:
             for hdl in hdls:
                 print(f"== {example} on {board} ({hdl})", file=sys.stderr, flush=True)
                 row = run_seeds(example, board, seeds, Path(args.build), args.partitions, args.router, args.placer,
-                                hdl, args.hazards, args.freq_max, args.ways, jobs=max(1, args.jobs))
+                                hdl, args.hazards, args.freq_max, args.ways, jobs=args.jobs)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     out = Path(args.out)

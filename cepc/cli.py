@@ -269,9 +269,9 @@ def cmd_synth(args) -> int:
                              hazards=args.hazards, hdl=args.hdl)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if len(args.seed) > 1 and args.jobs == 1 and cores > 1:
-        console.print(f"note: {len(args.seed)} seeds one at a time; --jobs {min(cores, len(args.seed))} would place "
-                      f"and route {min(cores, len(args.seed))} at once on this machine's {cores} cores", highlight=False,
-                      soft_wrap=True)
+        n = min(cores, len(args.seed))
+        console.print(f"note: {len(args.seed)} seeds one at a time; --jobs {n} would place and route {n} at once on "
+                      f"this machine's {cores} cores", highlight=False, soft_wrap=True)
     t0 = time.perf_counter()
     with console.status(f"synthesising {args.query} for {args.board}") as status:
         def progress(step):
