@@ -266,7 +266,7 @@ def cmd_synth(args) -> int:
                              ways=_ways(args.ways), evict_after=args.evict_after,
                              max_length=args.max_match_length, seeds=args.seed, jobs=args.jobs, router=args.router, placer=args.placer,
                              allow_timing_fail=args.allow_timing_fail, update_cycles=args.update_cycles,
-                             hazards=args.hazards, hdl=args.hdl)
+                             hazards=args.hazards, hdl=args.hdl, slot_period=args.slot_period)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if len(args.seed) > 1 and args.jobs == 1 and cores > 1:
         n = min(cores, len(args.seed))
@@ -307,7 +307,9 @@ def _print_synth(console, s: dict, args) -> None:
         console.print(f"  {s['endpoints']['summary']}", highlight=False)
         for line in s["endpoints"].get("paths", ()):  # (the worst path into each of the worst registers)
             console.print(f"    {line}", highlight=False)
-    console.print(f"  {s['tuples_per_cycle']:g} tuple/cycle: {s['tuples_per_second_at_fmax'] or 0:,} tuples/s at Fmax, "
+    per_cycle = s["tuples_per_cycle"]  # (1, ½ or ⅓: a tuple every cycle, every other or every third)
+    rate = f"{per_cycle:g} tuple/cycle" if per_cycle >= 0.5 else f"1 tuple / {round(1 / per_cycle)} cycles"
+    console.print(f"  {rate}: {s['tuples_per_second_at_fmax'] or 0:,} tuples/s at Fmax, "
                   f"{s['tuples_per_second_at_clock']:,} at the clock; the UART carries {s['tuples_per_second_uart']:,}",
                   highlight=False)
     if s.get("seeds"):
@@ -542,6 +544,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--max-match-length", type=int, metavar="L", help="as for compile")
     c.add_argument("--update-cycles", choices=UPDATE_CYCLES, default="auto", help="as for compile (default: auto)")
     c.add_argument("--hazards", choices=HAZARDS, default="auto", help="as for compile (default: auto)")
+    c.add_argument("--slot-period", choices=("auto", "2", "3"), default="auto",
+                   help="Woods' pipeline of one element (--partitioner pipeline --partitions 1): a tuple every 2 "
+                        "cycles, or every 3, its conditions' compares and their join then a cycle each; auto: 3 "
+                        "for such a pipeline whose keyed query compares the tuple with its partial matches, in "
+                        "Verilog, else 2 (default: auto)")
     c.add_argument("--hdl", choices=["verilog", "vhdl"], default="verilog",
                    help="the design's source: Amaranth's (verilog), or the VHDL back end's, synthesised by "
                         "GHDL before Yosys maps it (vhdl); the host link is Amaranth's either way "

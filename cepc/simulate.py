@@ -466,7 +466,8 @@ class LinkSimulation:
     on an iCE40 (HostLink's ``held``); by default as on an ECP5, in registers.
     ``hdl="vhdl"``: the design inside the link is the VHDL back end's, as GHDL synthesises it for
     ``cepc synth --hdl vhdl`` (its Verilog netlist, built with the link's). The Verilog design is built
-    as ``cepc synth`` builds it (Top's ``late_measures``).
+    as ``cepc synth`` builds it (Top's ``late_measures``), taking a tuple every ``slot_period`` cycles
+    (3: Woods' pipeline of one element, as ``cepc synth`` builds it on the iCE40).
     """
 
     CLOCK_HZ = 100_000_000
@@ -476,8 +477,9 @@ class LinkSimulation:
     def __init__(self, checked: Checked, *, partitions: int = 8, divisor: int = 4, buffer_bytes: int = 512,
                  buffer_frames: int = 4, corrupt_in_every: int = 0, corrupt_out_every: int = 0,
                  build_root: Path | None = None, max_seconds: float = 600, held: bool = False,
-                 hdl: str = "verilog"):
+                 hdl: str = "verilog", slot_period: int = 2):
         self.checked = checked
+        self.slot_period = slot_period
         self.held = held
         self.hdl = hdl
         self.partitions, self.divisor = partitions, divisor
@@ -498,7 +500,7 @@ class LinkSimulation:
         h = hashlib.sha256()
         h.update(self.checked.source.text.encode())
         h.update(json.dumps([__version__, "link", self.partitions, self.divisor, self.buffer_bytes,
-                             self.buffer_frames, self.held, self.hdl]).encode())
+                             self.buffer_frames, self.held, self.hdl, self.slot_period]).encode())
         for f in ("cepc_link_bench.py",):
             h.update((BENCH_DIR / f).read_bytes())
         h.update(_compiler_digest())
@@ -511,7 +513,7 @@ class LinkSimulation:
             ld = link_design(lower(self.checked), partitions=self.partitions, clock_hz=self.CLOCK_HZ,
                              link_hz=self.LINK_HZ, baud=self.LINK_HZ // self.divisor, buffer_bytes=self.buffer_bytes,
                              buffer_frames=self.buffer_frames, held=self.held, hdl=self.hdl, netlist_dir=work,
-                             late_measures=True)  # (as `cepc synth` builds it)
+                             late_measures=True, slot_period=self.slot_period)  # (as `cepc synth` builds it)
             source.write_text(_flat_verilog(ld.link, self.TOP))
         _verilator_env()
         from cocotb_tools.runner import get_runner

@@ -67,11 +67,11 @@ def simulate(design: DesignPlan, packets: list[list[tuple[int, int, int]]], *, b
              partitions: int = 8, stall: float = 0.0, backpressure: float = 0.0, seed: int = 0,
              idle: int | None = None, evict_after: int | None = None, partitioner: str = "pipeline",
              decoder: bool = True, platform=None, update_cycles: int = 1, hazards: str = "forward",
-             two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False) -> SimResult:
+             two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False, slot_period: int = 2) -> SimResult:
     """``platform``: elaborate the top as for it (:class:`Ice40`: as for the iCEBreaker)."""
     top = Top(design, bus_width=bus_width, partitions=partitions, evict_after=evict_after, partitioner=partitioner,
               decoder=decoder, update_cycles=update_cycles, hazards=hazards, two_beat_fifos=two_beat_fifos,
-              late_measures=late_measures)
+              late_measures=late_measures, slot_period=slot_period)
     rng = random.Random(seed)
     result = SimResult()
     done = [False]  # the source has sent everything; the sink then waits `idle` quiet cycles

@@ -59,6 +59,30 @@ def test_run_streams_the_example_through_the_board(example, held, hdl, tmp_path,
     assert re.search(r"rx_crc_errors 0, rx_rejected 0", err) and "0 sent again" in err
 
 
+def test_run_through_a_pipeline_of_one_element_taking_a_tuple_every_three_cycles(tmp_path, capsys):
+    # mshape as `cepc synth` builds it for the iCEBreaker: Woods' pipeline of one element, a tuple every
+    # three cycles, its conditions' compares in slices registered a cycle before their join (the Verilog
+    # in Verilator, behind the host link, as on an iCE40). One symbol, so that one element holds it all:
+    # 240 trades whose price rises and falls, against the reference matcher's matches (`cepc match`)
+    import random
+
+    query = ROOT / "examples" / "mshape" / "mshape.sql"
+    rng = random.Random(3)
+    price, lines = 40000, ["time,symbol,price,volume"]
+    for i in range(240):
+        price = max(1, price + rng.choice([-60, -15, 10, 20, 70, 90, 120]) - (300 if i % 9 == 8 else 0))
+        lines.append(f"{1000 * i},IBM,{price},{rng.choice([1000, 6000])}")
+    events, expected = tmp_path / "events.csv", tmp_path / "expected.csv"
+    events.write_text("\n".join(lines) + "\n")
+    assert main(["match", str(query), "--events", str(events), "-o", str(expected)]) == 0
+    assert len(read(expected)) > 5
+    with LinkSimulation(check(parse_file(query)), build_root=BUILD, held=True, partitions=1, slot_period=3) as port:
+        assert main(["run", str(query), "--port", port, "--events", str(events), "-o", str(tmp_path / "out.csv"),
+                     *RUN, "--compare", str(expected)]) == 0
+    assert read(tmp_path / "out.csv") == read(expected)
+    assert re.search(r"board: tuples_in 240, matches_out \d+, dropped 0, malformed 0", capsys.readouterr().err)
+
+
 def test_line_noise_into_the_board_is_detected_and_sent_again(tmp_path, capsys):
     query = ROOT / "examples" / "marathon" / "marathon.sql"
     # every 151st byte the host sends has a bit flipped: about one frame in three is corrupt

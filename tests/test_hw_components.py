@@ -503,3 +503,58 @@ def test_ordered_compares_in_slices_as_amaranth_compares(wa, sa, wb, sb, chunk):
     sim = Simulator(Module())
     sim.add_testbench(bench)
     sim.run()
+
+
+@pytest.mark.parametrize("wa, sa, wb, sb, chunk", [(66, True, 64, False, 16), (33, True, 33, True, 8),
+                                                    (20, False, 37, True, 16)])
+def test_ordered_with_its_slices_registered_joins_them_a_cycle_later(wa, sa, wb, sb, chunk):
+    # ordered(cut=...): each slice's compares registered, the join after the registers (Woods' pipeline
+    # with a tuple every three cycles: the conditions' slices, then their join). The cycle after the
+    # operands are set, every ordering, with and without an inverse, chained or not, is Amaranth's
+    # compare of the operands; and the cut takes every slice's compare, none of them joined: the join's
+    # result before the edge is still the old operands'
+    m = Module()
+    a, b = Signal(signed(wa) if sa else unsigned(wa)), Signal(signed(wb) if sb else unsigned(wb))
+    na, nb = Signal(wa), Signal(wb)
+    registered = []
+
+    def cut(v):
+        r = Signal(v.shape(), name=f"slice{len(registered)}")
+        m.d.sync += r.eq(v)
+        registered.append(r)
+        return r
+
+    ops = ("<", "<=", ">", ">=")
+    variants = [("none", (None, None), False), ("a", (na, None), False), ("b", (None, nb), False)]
+    if max(wa, wb) > CHAINED_ABOVE:
+        variants += [("a, chained", (na, None), True), ("b, chained", (None, nb), True)]
+    got = {(op, which): ordered(op, a, b, chunk, inverse, chained, cut)
+           for op in ops for which, inverse, chained in variants}
+    slices = -(-max(wa + (sb and not sa), wb + (sa and not sb)) // chunk)
+    assert len(registered) >= slices * len(got) // 2  # (every slice cut, the lowest's carry shared both ways)
+    want = {op: CMP[op](a, b) for op in ops}
+    rng = random.Random(wa * 100 + wb)
+
+    def value(width, is_signed):
+        lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if is_signed else (0, (1 << width) - 1)
+        return rng.choice([lo, hi, 0, rng.randint(lo, hi), rng.randint(lo, hi)])
+
+    pairs = [(value(wa, sa), value(wb, sb)) for _ in range(60)]
+    pairs += [(x, x) for x, _ in pairs[:10] if (-(1 << (wb - 1)) if sb else 0) <= x < (1 << (wb - sb))]
+
+    async def bench(ctx):
+        before = None
+        for x, y in pairs:
+            ctx.set(a, x)
+            ctx.set(b, y)
+            ctx.set(na, ~x & ((1 << wa) - 1))
+            ctx.set(nb, ~y & ((1 << wb) - 1))
+            wanted = {op: ctx.get(w) for op, w in want.items()}
+            if before is not None:  # (not yet the new operands': the slices are registers)
+                assert all(ctx.get(v) == before[op] for (op, _), v in got.items())
+            await ctx.tick()
+            for (op, which), v in got.items():
+                assert ctx.get(v) == wanted[op], (x, op, y, which)
+            before = wanted
+
+    run(m, bench)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cepc import events
 from cepc.hw.partition.table import DEPTH as TABLE_DEPTH
-from cepc.hw.top import Top, latency
+from cepc.hw.top import Top, latency, slot_period_for
 from cepc.lang.check import check
 from cepc.lang.parse import parse, parse_file
 from cepc.nfa.lower import lower
@@ -187,14 +187,9 @@ def test_wide_records_through_two_beat_fifos_match_the_reference():
         assert len(result.records) > 10
 
 
-@pytest.mark.parametrize("example, symbols", [("finance0", 1), ("finance5", 1), ("finance5", 2), ("mshape", 1),
-                                             ("mshape", 2)])
-def test_a_pipeline_of_one_or_two_elements_takes_its_conditions_a_stage_ahead(example, symbols):
-    # `cepc synth`'s choice on the UP5K: Woods' pipeline with one element (and two). A keyed partial-match
-    # core's conditions are computed a stage before the tail, from the state its key will find there
-    # (`ahead_state`: with one element, from the tuple after stage 3's registers, the payload line
-    # bypassed), and registered. Tuples of one key come every other cycle, so each reads the state its
-    # key's last tuple wrote; under backpressure and stalls the registered conditions must wait too
+def trades(example: str, symbols: int) -> tuple:
+    """An example's query (mshape, finance0, finance5), checked, and 360 trades of ``symbols`` symbols whose
+    prices wander up and down (mshape's: down to a new start every ninth)."""
     import random
 
     path = ROOT / "examples" / ("mshape/mshape.sql" if example == "mshape" else f"finance/{example}/{example}.sql")
@@ -208,6 +203,18 @@ def test_a_pipeline_of_one_or_two_elements_takes_its_conditions_a_stage_ahead(ex
             prices[symbol] = max(1, prices[symbol] - 300)
         rows.append({"time": 1000 * i, "symbol": symbol, "price": prices[symbol],
                      "volume": rng.choice([1000, 6000, 9000])})
+    return c, rows
+
+
+@pytest.mark.parametrize("example, symbols", [("finance0", 1), ("finance5", 1), ("finance5", 2), ("mshape", 1),
+                                             ("mshape", 2)])
+def test_a_pipeline_of_one_or_two_elements_takes_its_conditions_a_stage_ahead(example, symbols):
+    # `cepc synth`'s choice on the UP5K: Woods' pipeline with one element (and two). A keyed partial-match
+    # core's conditions are computed a stage before the tail, from the state its key will find there
+    # (`ahead_state`: with one element, from the tuple after stage 3's registers, the payload line
+    # bypassed), and registered. Tuples of one key come every other cycle, so each reads the state its
+    # key's last tuple wrote; under backpressure and stalls the registered conditions must wait too
+    c, rows = trades(example, symbols)
     # (a byte a cycle; then with the output held back until the FIFOs fill and `en` falls, while tuples
     # wait at the tail and a stage before it: 64 bits, where a tuple takes three beats, and 256, where
     # the framer has the next tuple ready as one is taken, so the stages between two tuples hold copies
@@ -220,6 +227,49 @@ def test_a_pipeline_of_one_or_two_elements_takes_its_conditions_a_stage_ahead(ex
                                        partitioner="pipeline", stall=0.2, backpressure=backpressure, seed=seed,
                                        idle=600, platform=platform, late_measures=platform is not None)
         assert len(result.records) > 5
+
+
+@pytest.mark.parametrize("example", ["finance0", "finance5", "mshape"])
+def test_a_pipeline_of_one_element_takes_a_tuple_every_three_cycles_its_conditions_in_two(example):
+    # `cepc synth --slot-period 3`: Woods' pipeline of one element takes a tuple every three cycles, its
+    # conditions two stages before the tail, each compare's slices registered, then joined into `cond`
+    # (the element's state and the tuple hold through both); a register stage before the element, so a
+    # record comes a cycle later. Against the reference, a byte a cycle and 64 or 256 bits a cycle under
+    # backpressure and stalls, as the iCEBreaker builds it; with nothing holding it back, 256 bits a
+    # cycle takes a tuple every three cycles, not two
+    c, rows = trades(example, 1)
+    frame = pd.DataFrame(rows)
+    for seed, bus_width, backpressure, platform in ((1, 8, 0.0, None), (2, 64, 0.97, hwsim.Ice40()),
+                                                    (4, 256, 0.97, hwsim.Ice40())):
+        result = hwsim.run_and_compare(c, frame, bus_width=bus_width, partitions=1, partitioner="pipeline",
+                                       stall=0.2, backpressure=backpressure, seed=seed, idle=600,
+                                       platform=platform, late_measures=platform is not None, slot_period=3)
+        assert len(result.records) > 5
+    paced = {period: hwsim.run_and_compare(c, frame, bus_width=256, partitions=1, idle=60, platform=hwsim.Ice40(),
+                                           late_measures=True, slot_period=period).input_cycles
+             for period in (2, 3)}
+    assert abs(paced[2] - 2 * len(rows)) <= 10 and abs(paced[3] - 3 * len(rows)) <= 10, paced
+
+
+def test_a_tuple_every_three_cycles_is_the_one_element_pipelines():
+    # cepc synth --slot-period auto: 3 for the Verilog of a pipeline of one element whose keyed query
+    # compares the tuple with its partial matches (mshape, finance's), else 2; asked for, as asked
+    for name, three in (("mshape/mshape.sql", True), ("finance/finance0/finance0.sql", True),
+                        ("marathon/marathon.sql", False), ("network/network.sql", False)):
+        plan = lower(check(parse_file(ROOT / "examples" / name)))
+        assert slot_period_for(plan, "pipeline", 1) == (3 if three else 2)
+        assert slot_period_for(plan, "pipeline", 2) == slot_period_for(plan, "table", 1) == 2
+        assert slot_period_for(plan, "pipeline", 1, hdl="vhdl") == 2 and slot_period_for(plan, "table", 9, "3") == 3
+    design = lower(check(parse_file(ROOT / "examples" / "mshape" / "mshape.sql")))
+    top = Top(design, bus_width=8, partitions=1, slot_period=3)
+    top._MustUse__silence = True
+    assert top.latency == latency(design, 1) + 1 == latency(design, 1, slot_period=3)
+    for kw in ({"partitions": 2}, {"partitioner": "table"}, {"slot_period": 4, "partitions": 1}):
+        with pytest.raises(ValueError, match="three cycles|every 2 or 3"):
+            Top(design, bus_width=8, **({"slot_period": 3} | kw))
+    unkeyed = lower(check(parse(pt.schema() + "PATTERN (P0) DEFINE " + pt.defines() + ";")))
+    with pytest.raises(ValueError, match="PARTITION BY"):
+        Top(unkeyed, bus_width=8, partitions=1, slot_period=3)
 
 
 @pytest.mark.parametrize("two_beat", [(), ("records",)])

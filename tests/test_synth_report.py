@@ -662,6 +662,40 @@ def test_a_design_over_the_device_in_several_kinds_is_told_them_all():
     assert flow.larger_boards("ulx3s-85f") == [] and flow.larger_boards("ulx3s-45f") == ["ulx3s-85f"]
 
 
+def test_a_tuple_every_three_cycles_in_the_report_and_where_it_is_refused(tmp_path, capsys):
+    # cepc synth --slot-period 3: the report's options name it and its rate is a tuple every three cycles;
+    # the VHDL back end's pipeline, a pipeline of two elements and a table are refused, before Yosys
+    from cepc.cli import main
+    from cepc.hw.pll import ice40_pll
+    from cepc.lang.check import check
+    from cepc.lang.parse import parse_file
+    from cepc.nfa.lower import lower
+
+    report, stat = load("ice40_marathon")
+    parsed = rep.parse(report, stat, board="icebreaker", family="ice40", device="iCE40UP5K", package="SG48")
+    query = ROOT / "examples" / "mshape" / "mshape.sql"
+    checked = check(parse_file(query))
+    pll = ice40_pll(12e6, 51e6)
+    for period in (2, 3):
+        ld = flow.link_design(lower(checked), partitions=1, clock_hz=pll.output_hz, baud=3_000_000,
+                              buffer_bytes=1024, buffer_frames=4, slot_period=period)
+        assert ld.top.slot_period == period
+        ld.top._MustUse__silence = ld.link._MustUse__silence = True  # (only its report is asked for)
+        summary = flow._summary(parsed, ld, flow.SynthOptions(board="icebreaker", slot_period=period), pll, 1,
+                                3_000_000, checked, 1)
+        assert summary["tuples_per_cycle"] == pytest.approx(1 / period)
+        assert summary["tuples_per_cycle_one_key"] == pytest.approx(1 / period, abs=1e-4)
+        assert summary["options"].get("slot_period") == (3 if period == 3 else None)
+    for extra, why in ((["--hdl", "vhdl"], "the VHDL back end's pipeline takes one every other cycle"),
+                       (["--partitions", "2"], "Woods' pipeline of one element's"),
+                       (["--partitioner", "table"], "Woods' pipeline of one element's")):
+        out = tmp_path / "-".join(extra)
+        rc = main(["synth", str(query), "--board", "icebreaker", "--slot-period", "3", *extra, "-o", str(out)])
+        assert rc != 0
+        assert why in capsys.readouterr().err
+        assert not (out / "yosys.log").exists()
+
+
 def test_the_report_names_the_ways_asked_for():
     # cepc synth --ways W: the report's options say so (bench/synth.py's sized rows read them), and without
     # it they name none

@@ -71,6 +71,7 @@ def sidecar(design: DesignPlan, top: Top, options: dict) -> dict:
         "stream": design.stream,
         # (the two-cycle update: said beside the options it came from, whoever built the top)
         "options": {**options, **({"update_cycles": top.update_cycles} if top.update_cycles > 1 else {}),
+                    **({"slot_period": top.slot_period} if top.slot_period != 2 else {}),
                     **({"hazards": "stall", "stall_spacing": top.stall_spacing} if top.hazards == "stall" else {})},
         "input": {
             "bus_width": top.bus_width, "tuple_bits": design.tuple.width, "tuple_bytes": design.tuple.nbytes,
@@ -82,7 +83,7 @@ def sidecar(design: DesignPlan, top: Top, options: dict) -> dict:
         "spill": {"bits": top.tuple_width},
         "queries": queries,
         "latency_cycles": top.latency,
-        "tuples_per_cycle": 0.5 if top.pipelined else 1.0,
+        "tuples_per_cycle": 1 / top.slot_period if top.pipelined else 1.0,
         "ports": {name: {"dir": "in" if member.flow == In else "out", "width": Shape.cast(member.shape).width}
                   for name, member in top.signature.members.items()},
     }

@@ -33,7 +33,8 @@ def extended(v: Value, width: int) -> Value:
 
 
 def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
-            inverse: tuple[Value | None, Value | None] = (None, None), chained: bool = False) -> Value:
+            inverse: tuple[Value | None, Value | None] = (None, None), chained: bool = False,
+            cut: Callable[[Value], Value] | None = None) -> Value:
     """``a op b`` for an ordering ``op`` (``<``, ``<=``, ``>``, ``>=``), exact as Amaranth's over mixed
     signedness; with ``chunk``, with no carry chain longer than that: both are widened to a common width
     (signed values offset by their sign bit, so that they order as unsigned), cut into ``chunk``-bit
@@ -58,14 +59,19 @@ def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
     ``v > u``, not compared in LUTs. On the iCE40, ABC maps a slice's equality into a string of LUTs,
     each taking the one before's on its last input, and that string, a route between each of its LUTs,
     was the conditions' path (finance5 on the UP5K: six LUTs, 28.0 ns from the state into `cond`; 24.0
-    chained, with its terms inverted: cepc.hw.top); a chain's carries ripple along a column."""
+    chained, with its terms inverted: cepc.hw.top); a chain's carries ripple along a column.
+
+    ``cut``: a register stage between the slices and their join (``cut(v)``: the register of ``v``). Each
+    slice's compares (its carry outs, its equality) are registered, and the join, a few gates, reads the
+    registers a cycle later (Woods' pipeline taking a tuple every three cycles: :class:`~cepc.hw.top.Top`)."""
     a, b = Value.cast(a), Value.cast(b)
+    cut = cut or (lambda v: v)
     sa, sb = a.shape().signed, b.shape().signed
     signed = sa or sb
     width = max(len(a) + (signed and not sa), len(b) + (signed and not sb))
     na, nb = inverse
     if na is None and nb is None and (not chunk or width <= chunk):
-        return CMP[op](a, b)
+        return cut(CMP[op](a, b))
 
     def widened(v, s, ones=False):  # (ones: v is an inverse: ~widened(u) for v = ~u)
         top = v[-1] if s else Const(int(ones), 1)
@@ -80,8 +86,8 @@ def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
             x, y = y, x
         less, equal = Const(0), Const(1)
         for lo in reversed(range(0, width, step)):
-            less = less | (equal & (x[lo:lo + step] < y[lo:lo + step]))
-            equal = equal & (x[lo:lo + step] == y[lo:lo + step])
+            less = less | (equal & cut(x[lo:lo + step] < y[lo:lo + step]))
+            equal = equal & cut(x[lo:lo + step] == y[lo:lo + step])
         return less if op in ("<", ">") else less | equal
 
     # the chains compute u < v, or u <= v (a carry in), for u the operand with its inverse nu
@@ -94,14 +100,14 @@ def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
     less, equal = Const(0), Const(1)
     for lo in reversed(range(0, width, step)):
         vs, nus = v[lo:lo + step], nu[lo:lo + step]
-        above = (vs + nus)[len(vs)]  # v + ~u carries when v > u
+        above = cut((vs + nus)[len(vs)])  # v + ~u carries when v > u
         # v + ~u + 1 carries when v >= u (its 1 from the low bits' 1 + 1)
         at_least = (Cat(Const(1, 1), vs) + Cat(Const(1, 1), nus))[len(vs) + 1]
         if lo or not or_equal:
             less = less | (equal & above)
-            equal = equal & (at_least & ~above if chained else u[lo:lo + step] == vs)
+            equal = equal & (cut(at_least) & ~above if chained else cut(u[lo:lo + step] == vs))
         else:
-            less = less | (equal & at_least)
+            less = less | (equal & cut(at_least))
     return less if op in ("<", "<=") else ~less
 
 
@@ -113,8 +119,11 @@ class ExprBuilder:
 
     def __init__(self, field: Callable[[str], Value], register: Callable[[int], Value] | None = None,
                  known: dict[PExpr, Value] | None = None, chunk: int | None = None,
-                 inverse: dict[PExpr, Value] | None = None, chained: bool = False):
+                 inverse: dict[PExpr, Value] | None = None, chained: bool = False,
+                 cut: Callable[[Value], Value] | None = None):
         self._field, self._register, self._chunk, self._chained = field, register, chunk, chained
+        # ``cut``: the compares registered before what joins them (:func:`ordered`)
+        self._cut = cut or (lambda v: v)
         # ``inverse``: sub-expressions' inverses, given (registers): an ordering takes them (:func:`ordered`)
         self._inverse = inverse or {}
         # ``known``: sub-expressions whose values are given (a tuple's products, computed a stage ahead)
@@ -140,9 +149,9 @@ class ExprBuilder:
             v = a + b if e.op == "+" else a - b if e.op == "-" else a * b
         elif isinstance(e, PCmp):
             a, b = self.value(e.left), self.value(e.right)
-            v = CMP[e.op](a, b) if e.op in ("==", "!=") else \
+            v = self._cut(CMP[e.op](a, b)) if e.op in ("==", "!=") else \
                 ordered(e.op, a, b, self._chunk, (self._inverse.get(e.left), self._inverse.get(e.right)),
-                        self._chained)
+                        self._chained, self._cut)
         elif isinstance(e, PBool):
             parts = [self.truth(o) for o in e.operands]
             if e.op == "not":

@@ -401,18 +401,18 @@ def _updated(q: QueryPlan, r: int, base: Value | None, field, known: dict[PExpr,
 
 
 def _beats(reg, value: Value, base: Value, chunk: int | None = None, inverse: Value | None = None,
-           chained: bool = False) -> Value:
+           chained: bool = False, cut=None) -> Value:
     """Whether a MIN or MAX register ``reg`` holding ``base`` takes ``value`` instead (with ``chunk``,
     compared in slices, and given ``~value`` as ``inverse``, if at all, and ``chained``:
     :func:`~cepc.hw.expr.ordered`)."""
-    return ordered("<" if reg.func == "MIN" else ">", value, base, chunk, (inverse, None), chained)
+    return ordered("<" if reg.func == "MIN" else ">", value, base, chunk, (inverse, None), chained, cut)
 
 
-def _better(q: QueryPlan, a: Value, b: Value, chunk: int | None = None) -> Value:
+def _better(q: QueryPlan, a: Value, b: Value, chunk: int | None = None, cut=None) -> Value:
     """Of two partial matches, by their order registers: a's is kept before b's (it started earlier;
     for WITHIN without aggregates in DEFINE, later: by count, the shorter)."""
     smaller_wins = q.latest and q.registers[q.order_register].func == "COUNT"
-    return ordered("<" if smaller_wins else ">", a, b, chunk)
+    return ordered("<" if smaller_wins else ">", a, b, chunk, cut=cut)
 
 
 def _first_best(valid: list[Value], better) -> list[Value]:
@@ -555,12 +555,15 @@ class Conditions:
 
     def of(self, state: Value, tuple_: Value, known: dict[PExpr, Value] | None = None,
            only: list[int] | None = None, inverse: dict[str | PExpr, Value] | None = None,
-           chained: bool = False) -> Value:
+           chained: bool = False, cut=None, chunk: int = COMPARE_CARRY) -> Value:
         """The conditions of the partition state ``state`` (a payload) for the tuple ``tuple_`` (and
         its :class:`TupleTerms`, if given: ``known``); with ``only``, those bits alone (the rest zero).
         ``inverse``: some of the tuple's fields (by name) and terms (by expression) inverted, registers
         of their own, which its orderings take; ``chained``: their slices' equalities from carry chains
-        too (:func:`~cepc.hw.expr.ordered`)."""
+        too (:func:`~cepc.hw.expr.ordered`). ``cut``: each compare registered (``cut(v)``, a register of
+        ``v``) before what joins them, which reads the registers a cycle later: ``state`` and ``tuple_``
+        then hold through both cycles (:func:`~cepc.hw.expr.ordered`). ``chunk``: the compares' slices,
+        in bits."""
         inverted = {PField(k) if isinstance(k, str) else k: value for k, value in (inverse or {}).items()}
         q = self._q
         old = _registers(q, state)
@@ -575,21 +578,21 @@ class Conditions:
         builders = {}
         for (s, p), i in wanted(self.holds):
             if p not in builders:
-                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known, chunk=COMPARE_CARRY,
-                                          inverse=inverted, chained=chained)
+                builders[p] = ExprBuilder(field, lambda r, p=p: old[p][r], known, chunk=chunk,
+                                          inverse=inverted, chained=chained, cut=cut)
             bits[i] = builders[p].truth(q.predicates[q.nfa.pred[s]].expr)
         if wanted(self.extend):
             since = ExprBuilder(field, None, known).value(window_start(q))
         for p, i in wanted(self.extend):
-            bits[i] = ordered(">=", old[p][q.start_time_register], since, COMPARE_CARRY)
+            bits[i] = ordered(">=", old[p][q.start_time_register], since, chunk, cut=cut)
         for p, i in wanted(self.full):
-            bits[i] = old[p][self.count] == q.max_length
+            bits[i] = (cut or (lambda v: v))(old[p][self.count] == q.max_length)
         for (a, b), i in wanted(self.before):
-            bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register], COMPARE_CARRY)
+            bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register], chunk, cut)
         for (p, r), i in wanted(self.beats):
             reg = q.registers[r]
-            bits[i] = _beats(reg, _source(reg, field, known), old[p][r], COMPARE_CARRY,
-                             inverted.get(PField(reg.field) if reg.scale == 1 else reg.source), chained)
+            bits[i] = _beats(reg, _source(reg, field, known), old[p][r], chunk,
+                             inverted.get(PField(reg.field) if reg.scale == 1 else reg.source), chained, cut)
         return Cat(*bits) if bits else Const(0, 1)
 
 

@@ -246,11 +246,11 @@ def fallback(design: DesignPlan, device: Device, reserved: Reserved, why: str) -
     return Choice("pipeline", length, (), why, two_beat_fifos=reserved.two_beat)
 
 
-def describe(choice: Choice, device: Device, design: DesignPlan) -> str:
-    """One line for the user: what was chosen and why."""
+def describe(choice: Choice, device: Device, design: DesignPlan, slot_period: int = 2) -> str:
+    """One line for the user: what was chosen and why (``slot_period``: the pipeline's cycles a tuple)."""
     if choice.partitioner == "pipeline":
         return (f"partitioner: pipeline (Woods et al.), {choice.partitions} partition"
-                f"{'s' if choice.partitions != 1 else ''}, one tuple every other "
+                f"{'s' if choice.partitions != 1 else ''}, one tuple every {'other' if slot_period == 2 else 'third'} "
                 f"cycle ({choice.reason})")
     if not choice.tables:
         return f"partitioner: none needed ({choice.reason})"

@@ -43,6 +43,7 @@ from .fifo import BlockRamFifo, OutputFifo, TwoBeatFifo
 from .framing import Framer
 from .layouts import COUNTER_WIDTH, SEQ_WIDTH, field, hw_names, key_width, padded, record_layout, tuple_layout
 from .nfa_core import (
+    COMPARE_CARRY,
     Conditions,
     DfaCore,
     Measures,
@@ -60,6 +61,9 @@ from .partition.table import hold_spacing, stall_spacing
 from .replica import Replica, small_die
 
 OUTPUT_FIFO_DEPTH = 16
+# (a tuple every three cycles) the bits in a slice of the conditions' compares, each slice's carry chain
+# registered: their join has a cycle of its own (mshape on the UP5K, 16-bit slices: 18 levels, 19.8 ns)
+CUT_CARRY = 8
 # the status counters, in the order of their ports (and of cepc.protocol.DESIGN_COUNTERS)
 COUNTERS = ("tuples_in", "matches_out", "dropped", "malformed", "evicted", "overflow")
 # Writes that can still reach a FIFO after its level is seen: the record register, the NFA
@@ -136,6 +140,20 @@ def update_cycles_for(design: DesignPlan, partitioner: str, asked: str | int = "
     return 3 if partitioner == "table" and any(q.key_fields and q.tracks_matches for q in design.queries) else 1
 
 
+def slot_period_for(design: DesignPlan, partitioner: str, partitions: int, asked: str | int = "auto",
+                    hdl: str = "verilog") -> int:
+    """Cycles between the tuples Woods' pipeline takes (``cepc synth --slot-period``): 2, or 3 with one
+    element, where a keyed partial-match query's conditions (:func:`pipeline_conditions`) take two
+    cycles of their own, their compares' slices and then their join, before the cycle that updates the
+    element. ``auto``: 3 for the Verilog of such a pipeline (its loop, the conditions and the update, is
+    what limits its clock: mshape on the UP5K 1.12x on the mean of nextpnr's seeds), else 2. A board's
+    host link carries a thousandth of either rate."""
+    if str(asked) != "auto":
+        return int(asked)
+    one = partitioner == "pipeline" and partitions == 1 and keyed(design)
+    return 3 if one and hdl == "verilog" and any(pipeline_conditions(q) for q in design.queries) else 2
+
+
 HAZARDS = ("forward", "stall")
 
 
@@ -161,12 +179,15 @@ def pipelined(design: DesignPlan, partitioner: str = "pipeline") -> bool:
 
 
 def partitioner_depth(design: DesignPlan, partitions: int, partitioner: str = "pipeline",
-                      update_cycles: int = 1) -> int:
-    """Cycles a key spends in the partitioners: ``partitions`` for the pipeline partitioner, 4 for
-    the table (5 with the two-cycle update, 6 with the three-cycle one), 1 when no query has PARTITION BY."""
+                      update_cycles: int = 1, slot_period: int = 2) -> int:
+    """Cycles a key spends in the partitioners: ``partitions`` for the pipeline partitioner (one more
+    with a tuple every three cycles: a register stage before it), 4 for the table (5 with the two-cycle
+    update, 6 with the three-cycle one), 1 when no query has PARTITION BY."""
     if not keyed(design):
         return 1
-    return partitions if partitioner == "pipeline" else TABLE_DEPTH + update_cycles - 1
+    if partitioner == "pipeline":
+        return partitions + (slot_period == 3)
+    return TABLE_DEPTH + update_cycles - 1
 
 
 def pipeline_conditions(q: QueryPlan) -> bool:
@@ -183,7 +204,8 @@ def payload_width(design: DesignPlan, decoder: bool = True) -> int:
     return design.tuple.nbytes * 8 + max(1, preds)
 
 
-def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", update_cycles: int = 1) -> int:
+def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", update_cycles: int = 1,
+            slot_period: int = 2) -> int:
     """Clock edges from the one taking the beat that completes a tuple to the one taking its match
     record, without stalls: framer 1, tuple register 1, predicate register 1, partitioner depth,
     record register 1, output FIFO 2, arbiter 1; with the two-cycle update, its cycle in the
@@ -191,7 +213,7 @@ def latency(design: DesignPlan, partitions: int, partitioner: str = "pipeline", 
     second record register and a register stage after the framer (`front`)."""
     second = 1 if update_cycles >= 2 and keyed(design) else 0  # (without PARTITION BY, one cycle: see Top)
     front = 1 if update_cycles == 3 and keyed(design) else 0  # (the register stage after the framer)
-    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles) + second + front
+    return 7 + partitioner_depth(design, partitions, partitioner, update_cycles, slot_period) + second + front
 
 
 # The FIFOs a Top may store as two halves a word (``two_beat_fifos``): the spill FIFO (its tuples) and
@@ -201,7 +223,8 @@ TWO_BEAT_FIFOS = ("spill", "records")
 
 
 def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: str, evict_after: int | None,
-              decoder: bool, update_cycles: int, hazards: str, two_beat_fifos: tuple[str, ...] = ()) -> None:
+              decoder: bool, update_cycles: int, hazards: str, two_beat_fifos: tuple[str, ...] = (),
+              slot_period: int = 2) -> None:
     """ValueError, saying why, for options a :class:`Top` of ``design`` cannot be built with."""
     check_options(bus_width, partitions, partitioner, evict_after)
     if set(two_beat_fifos) - set(TWO_BEAT_FIFOS):
@@ -214,6 +237,11 @@ def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: 
     if update_cycles > 1 and partitioner != "table":
         raise ValueError(f"the {'two' if update_cycles == 2 else 'three'}-cycle update is the table partitioner's "
                          "(--partitioner table)")
+    if slot_period not in (2, 3):
+        raise ValueError(f"Woods' pipeline takes a tuple every 2 or 3 cycles, not every {slot_period}")
+    if slot_period == 3 and not (pipelined(design, partitioner) and partitions == 1):
+        raise ValueError("a tuple every three cycles is Woods' pipeline of one element's (--partitioner pipeline "
+                         "--partitions 1, and a query with PARTITION BY)")
     if hazards not in HAZARDS:
         raise ValueError(f"--hazards is forward or stall, not {hazards!r}")
     if hazards == "stall" and partitioner != "table":
@@ -224,14 +252,32 @@ def check_top(design: DesignPlan, bus_width: int, partitions: int, partitioner: 
         raise ValueError("the design has no query")
 
 
+def registers(m: Module, en: Value, name: str):
+    """``cut(v)``: a register of ``v`` (``name`` and a number), loaded while ``en``, each call one more."""
+    made = []
+
+    def cut(v: Value) -> Signal:
+        reg = Signal(v.shape(), name=f"{name}{len(made)}", reset_less=True)
+        made.append(reg)
+        with m.If(en):
+            m.d.sync += reg.eq(v)
+        return reg
+    return cut
+
+
 class Top(wiring.Component):
     def __init__(self, design: DesignPlan, *, bus_width: int = 64, partitions: int = 16,
                  partitioner: str = "pipeline", evict_after: int | None = None, ways: int | None = None,
                  decoder: bool = True, update_cycles: int = 1, hazards: str = "forward",
-                 two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False, count_pulses: bool = False):
+                 two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False, count_pulses: bool = False,
+                 slot_period: int = 2):
         with refusing(self):
             check_top(design, bus_width, partitions, partitioner, evict_after, decoder, update_cycles, hazards,
-                      tuple(two_beat_fifos))
+                      tuple(two_beat_fifos), slot_period)
+        # 3: Woods' pipeline of one element takes a tuple every three cycles, not two: its conditions
+        # (the compares of the tuple with the state its key finds) take two cycles, their slices', then
+        # their join, before the cycle that updates the state (a register stage before the partitioner)
+        self.slot_period = slot_period
         # for the iCE40 (no LUT RAM: the FIFOs are block RAM's, a block per 16 bits of width), the spill
         # FIFO, the queries' FIFOs of records, or both (TWO_BEAT_FIFOS) store each word as two halves, in
         # half the blocks (cepc.hw.fifo.TwoBeatFifo), a cycle later: Woods' pipeline takes a tuple every
@@ -303,14 +349,14 @@ class Top(wiring.Component):
 
     @property
     def latency(self) -> int:
-        return latency(self.design, self.partitions, self.partitioner, self.update_cycles) + \
+        return latency(self.design, self.partitions, self.partitioner, self.update_cycles, self.slot_period) + \
             int("records" in self.two_beat_fifos or bool(self.late_queries))
 
     def elaborate(self, platform):
         m = Module()
         design, tup = self.design, self.design.tuple
         pulses = {}  # what each status counter counts, as it counts it (count_pulses)
-        depth = partitioner_depth(design, self.partitions, self.partitioner, self.update_cycles)
+        depth = partitioner_depth(design, self.partitions, self.partitioner, self.update_cycles, self.slot_period)
         # the two-cycle update: the tables' lookups at stage 4 are registered, and the cores update
         # at stage 5, from a register stage after the payload line (which reaches stage 4); the
         # three-cycle update: at stage 6, from two
@@ -430,7 +476,8 @@ class Top(wiring.Component):
         # partitioner's tail, for the tuple there, from the state its key will find at the tail
         # (`ahead_state`), and registered: the payload line ends a stage early, then a register stage)
         piped = {q.index for q in design.queries if self.partitioner == "pipeline" and pipeline_conditions(q)}
-        ahead = int(bool(piped))
+        # (a tuple every three cycles: two stages, the compares' slices, then their join)
+        ahead = (self.slot_period - 1) * bool(piped)
         line_depth = depth - lag - ahead  # (lag: to the lookup, then a register stage)
         b_payload = Cat(b_raw, b_preds)
         assert len(b_payload) == payload_width(design, self.decoder)
@@ -446,6 +493,7 @@ class Top(wiring.Component):
             payload, t_data, t_valid = None, b_payload, b_valid
             en_payload = en_copy("payload")
         t_data_before = t_data  # (the tuple a stage before the cores', at the lookup or after it)
+        t_stages = [t_data]  # (the tuple at each register stage to the cores: the conditions' `ahead` before)
         # (behind Woods' pipeline, which takes a tuple every other cycle at most, the register stage
         # before the cores loads only tuples, and so holds each through the cycle after it, when its
         # record and any tuple it spills are written: they read it there, not registers of their own)
@@ -463,6 +511,7 @@ class Top(wiring.Component):
             else:  # (one statement, as before tail_holds: a table design's Verilog stays as it was measured)
                 with m.If(en_payload):
                     m.d.sync += [t_data.eq(data), t_valid.eq(valid)]
+            t_stages.append(t_data)
         t_raw = t_data[:self.tuple_width]
         t_tuple = Signal(self.tuple_layout)
         m.d.comb += t_tuple.eq(t_raw[:self.tuple_layout.size])
@@ -513,12 +562,12 @@ class Top(wiring.Component):
             if line is not None:
                 m.d.comb += [line.en.eq(en_terms), line.en_next.eq(en_next), line.i_valid.eq(b_valid),
                              line.i_data.eq(b_terms)]
-            terms_before = terms_now
+            terms_before = terms_ahead = terms_now  # (terms_ahead: the conditions', `ahead` stages before the tail)
             for stage in range(5, 5 + lag + ahead) if core_takes else ():
                 terms_before, terms_now = terms_now, Signal(terms.width, name=f"{qname}_terms{stage}", reset_less=True)
                 with m.If(en_terms):
                     m.d.sync += terms_now.eq(terms_before)
-            term_lines[q.index] = (terms, line, terms_now if core_takes else None, terms_before)
+            term_lines[q.index] = (terms, line, terms_now if core_takes else None, terms_before, terms_ahead)
         tuple3 = None
         if looks_ahead:
             tuple3 = Signal(self.tuple_layout)
@@ -577,7 +626,7 @@ class Top(wiring.Component):
             n_states = q.vector_width  # the bits that are zero for a fresh partition
             width = q.state_width
             # the tuple's terms, carried beside it (and a stage before the cores')
-            _, line, terms_now, terms_before = term_lines.get(q.index, (None, None, None, None))
+            _, line, terms_now, terms_before, terms_ahead = term_lines.get(q.index, (None,) * 5)
             # (its terms come beside the tuple, computed before: to the core, or only to the conditions)
             carried = terms_now is not None
             if q.tracks_matches:
@@ -657,8 +706,9 @@ class Top(wiring.Component):
                     m.d.comb += part.en_next.eq(en_next)
                 else:
                     # (the key is stage 2's, which holds each tuple through the cycle before its injection)
-                    part = PipelinePartitioner(depth, kw, width, self.evict_after, vector_width=n_states,
-                                               expiry_width=expiry, key_ahead=True)
+                    # (a tuple every three cycles: one element, a register stage before it)
+                    part = PipelinePartitioner(self.partitions, kw, width, self.evict_after, vector_width=n_states,
+                                               expiry_width=expiry, key_ahead=True, period=self.slot_period)
                 key = Cat(*(field(b_tuple, k) for k in q.key_fields))
                 if expiry:
                     # expiries compare unsigned: a signed time is biased (its sign bit flipped keeps
@@ -680,23 +730,35 @@ class Top(wiring.Component):
                             m.d.sync += now.eq(time)
                         m.d.comb += [part.now.eq(now), part.next_expiry.eq(time + window)]
                 if q.index in piped:  # the conditions of the state the tuple a stage before the tail finds there
+                    # (a tuple every three cycles: two stages before, its compares' slices registered, then
+                    # their join; the element's state and the tuple hold through both cycles, as no tuple
+                    # is at the tail between)
                     before = Signal(self.tuple_layout, name=f"{qname}_tuple_ahead")
                     cond = Signal(core.conditions.width, name=f"{qname}_cond", reset_less=True)
-                    m.d.comb += [before.eq(t_data_before[:self.tuple_layout.size]), core.cond.eq(cond)]
-                    known = term_lines[q.index][0].unpack(terms_before) if q.index in term_lines else None
+                    m.d.comb += [before.eq(t_stages[0][:self.tuple_layout.size]), core.cond.eq(cond)]
+                    known = term_lines[q.index][0].unpack(terms_ahead) if q.index in term_lines else None
                     inverse = inverted_fields(qname, core, known)
                     if known is not None and inverse is not None:  # (the iCE40's terms are inverted: above)
                         inverse |= known
-                        known = term_lines[q.index][0].unpack(~terms_before)
+                        known = term_lines[q.index][0].unpack(~terms_ahead)
+                    # (a tuple every three cycles: in shorter slices, as their join has a cycle)
+                    three = self.slot_period == 3
+                    cut, chunk = (registers(m, en_q, f"{qname}_slice"), CUT_CARRY) if three else (None, COMPARE_CARRY)
+                    joined = core.conditions.of(part.ahead_state, before, known, inverse=inverse,
+                                                chained=inverse is not None, cut=cut, chunk=chunk)
                     with m.If(en_q):
-                        m.d.sync += cond.eq(core.conditions.of(part.ahead_state, before, known, inverse=inverse,
-                                                               chained=inverse is not None))
+                        m.d.sync += cond.eq(joined)
             else:
                 part = SinglePartition(depth, width, vector_width=n_states)
                 key = 0
             m.submodules[f"{qname}_partitioner"] = part
             m.submodules[f"{qname}_nfa"] = core
-            m.d.comb += [part.en.eq(en_q), part.inject.eq(b_valid), part.key.eq(key)]
+            inject = b_valid
+            if self.slot_period == 3 and q.key_fields:  # (the register stage before the element)
+                inject = Signal(name=f"{qname}_inject")
+                with m.If(en_q):
+                    m.d.sync += inject.eq(b_valid)
+            m.d.comb += [part.en.eq(en_q), part.inject.eq(inject), part.key.eq(key)]
             slots.append(part.slot)
             evictions.append(part.evicted)
             m.d.comb += [core.state.eq(part.out_state), part.next_state.eq(core.next)]

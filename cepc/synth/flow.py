@@ -91,6 +91,7 @@ class SynthOptions:
     placer: str = "auto"  # nextpnr's placer: auto (see placer_for()), heap or static
     update_cycles: str = "auto"  # a key's update: 1, 2 or 3 cycles (cepc.hw.top.update_cycles_for)
     hazards: str = "auto"  # a table's writes in flight: forward or stall (cepc.hw.top.hazards_for)
+    slot_period: str = "auto"  # Woods' pipeline of one element: a tuple every 2 or 3 cycles (slot_period_for)
     hdl: str = "verilog"  # the design from Amaranth (verilog) or from the VHDL back end through GHDL (vhdl)
     allow_timing_fail: bool = False
     pack: bool = True
@@ -225,7 +226,8 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
                 ways: int | None = None, link_hz: float | None = None, held: bool | None = None,
                 update_cycles: int = 1, hdl: str = "verilog", netlist_dir: Path | None = None,
                 primitives: str | None = None, hazards: str = "forward",
-                two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False) -> LinkDesign:
+                two_beat_fifos: tuple[str, ...] = (), late_measures: bool = False,
+                slot_period: int = 2) -> LinkDesign:
     """The compiled top (8-bit bus, as the link feeds it) inside a :class:`~cepc.hw.hostlink.HostLink`:
     the design clocked at ``clock_hz``, the link at ``link_hz`` (default: the same), its UART at ``baud``;
     ``held``: as HostLink's (default: from the platform it is built for). ``hdl="vhdl"``: the design is
@@ -243,10 +245,14 @@ def link_design(design, *, partitions: int, clock_hz: float, baud: int, buffer_b
         div = divisor(link_hz, baud)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if slot_period != 2 and hdl == "vhdl":
+        raise UsageError("a tuple every three cycles (--slot-period 3) is the Verilog's; the VHDL back end's "
+                         "pipeline takes one every other cycle")
     try:
         top = Top(design, bus_width=8, partitions=partitions, partitioner=partitioner, evict_after=evict_after,
                   ways=ways, update_cycles=update_cycles, hazards=hazards, two_beat_fifos=two_beat_fifos,
-                  late_measures=late_measures and hdl == "verilog", count_pulses=hdl == "verilog")
+                  late_measures=late_measures and hdl == "verilog", count_pulses=hdl == "verilog",
+                  slot_period=slot_period)
     except ValueError as e:
         raise UsageError(str(e)) from None
     side = sidecar(design, top, {"bus_width": 8, "partitions": partitions, "partitioner": partitioner,
@@ -478,6 +484,7 @@ def place_and_route(cmd: list[str], out: Path, routers: list[str | None], watch:
 def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None) -> SynthResult:
     """Synthesise ``checked`` for ``opts.board``; raises FitError, TimingError or ToolError."""
     from ..hw import sizing
+    from ..hw.top import slot_period_for
     from ..nfa.lower import lower
 
     plat_cls = board(opts.board)
@@ -521,7 +528,11 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
                                evict=bool(opts.evict_after), reserved=reserved, ways=opts.ways)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    progress(sizing.describe(choice, device, design))
+
+    def period_of(choice) -> int:  # (the pipeline's cycles a tuple, as _place builds it)
+        return slot_period_for(design, choice.partitioner, choice.partitions, opts.slot_period, opts.hdl)
+
+    progress(sizing.describe(choice, device, design, period_of(choice)))
     if opts.hdl == "vhdl" and fam == "ice40":
         progress("note: " + vhdl_fifos_in_logic(design))
 
@@ -541,7 +552,7 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         choice = sizing.fallback(design, device, reserved, f"{tables} do not fit: {e.detail}")
         progress(f"note: {tables} do not fit {plat_cls.device}: {e.detail}; Woods' pipeline partitioner "
                  f"instead, {choice.partitions} partitions")
-        progress(sizing.describe(choice, device, design))
+        progress(sizing.describe(choice, device, design, period_of(choice)))
         return place(choice)
 
 
@@ -632,6 +643,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     from ..hw.board_top import BoardTop
     from ..hw.devices import DEVICES
     from ..hw.replica import Replica
+    from ..hw.top import slot_period_for
     from .vhdl import MODULE as VHDL_MODULE
 
     platform = plat_cls()
@@ -649,9 +661,10 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
         progress("ghdl: synthesising the VHDL")
     if choice.two_beat_fifos:
         options["two_beat_fifos"] = list(choice.two_beat_fifos)
+    period = slot_period_for(design, choice.partitioner, partitions, opts.slot_period, opts.hdl)
     ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
                      update_cycles=cycles, hazards=hazards, hdl=opts.hdl, netlist_dir=out,
-                     two_beat_fifos=choice.two_beat_fifos, late_measures=True,
+                     two_beat_fifos=choice.two_beat_fifos, late_measures=True, slot_period=period,
                      # the VHDL reads the ECP5's block RAM through its output register, as Amaranth's does
                      primitives="ecp5" if fam == "ecp5" else None,
                      clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
@@ -1125,7 +1138,7 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
              checked, seed: int) -> dict:
     from ..hw.top import keyed, pipelined
 
-    per_cycle = 0.5 if pipelined(ld.design, ld.top.partitioner) else 1.0
+    per_cycle = 1 / ld.top.slot_period if pipelined(ld.design, ld.top.partitioner) else 1.0
     # a run of tuples of one key: each waits for the one before's write (the two-cycle update: a cycle;
     # --hazards stall: until block RAM has it)
     one_key = per_cycle if not keyed(ld.design) else \
@@ -1141,6 +1154,7 @@ def _summary(parsed: rep.SynthReport, ld: LinkDesign, opts: SynthOptions, pll, p
         **parsed.to_json(),
         "options": {"hdl": opts.hdl, "partitioner": ld.top.partitioner, "partitions": partitions, "bus_width": 8,
                     "update_cycles": ld.top.update_cycles, "hazards": ld.top.hazards,
+                    **({"slot_period": ld.top.slot_period} if ld.top.slot_period != 2 else {}),
                     **({"stall_spacing": ld.top.stall_spacing} if ld.top.hazards == "stall" else {}),
                     "target_mhz": opts.freq_mhz or None,
                     "clock_mhz": round(pll.output_hz / 1e6, 3), "link_clock_mhz": round(pll.link_hz / 1e6, 3),

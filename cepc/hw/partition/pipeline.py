@@ -93,9 +93,14 @@ class PipelinePartitioner(wiring.Component):
     """
 
     def __init__(self, depth: int, key_width: int, state_width: int, evict_after: int | None = None,
-                 vector_width: int | None = None, expiry_width: int | None = None, key_ahead: bool = False):
+                 vector_width: int | None = None, expiry_width: int | None = None, key_ahead: bool = False,
+                 period: int = 2):
         if depth < 1:
             raise ValueError(f"the partitioner needs at least one element, not {depth}")
+        if period not in (2, 3) or period == 3 and depth != 1:
+            raise ValueError(f"keys are injected every 2 cycles, or every 3 with one element, not every {period} "
+                             f"with {depth}")
+        self.period = period
         self._depth, self._kw, self._sw = depth, key_width, state_width
         self._vw = vector_width or state_width
         self._period = tick_period(evict_after) if evict_after else None
@@ -115,8 +120,13 @@ class PipelinePartitioner(wiring.Component):
         estate = [Signal(sw, name=f"e{i}_state", reset_less=True) for i in range(n)]
         tv = [Signal(name=f"t{i}_valid") for i in range(n)]
         tk = [Signal(kw, name=f"t{i}_key") for i in range(n)]
-        slot = Signal(init=1)
-        m.d.comb += self.slot.eq(slot)
+        if self.period == 2:
+            slot = Signal(init=1)
+            m.d.comb += self.slot.eq(slot)
+        else:  # (a ring of three flip-flops, its first the slot: a key every third cycle)
+            ring = Signal(self.period, init=1)
+            slot = ring[0]
+            m.d.comb += self.slot.eq(slot)
 
         # with eviction, an element whose timer ran out is stale: it counts as free
         if self._period is not None:
@@ -225,8 +235,11 @@ class PipelinePartitioner(wiring.Component):
             # holds it, registered then as `own_next` is, against the key the element will hold after that
             # cycle's write; the key's compare is off the path into `hit` and `writes`)
             holds_key = Signal(name="holds_key")
+            # (a key every third cycle: no write lands in that cycle, which follows the tail's, so the
+            # element's key is the one to compare with, a register)
+            holds = ekey[last] == self.key if self.period == 3 else Mux(writes, tk[last] == self.key, ekey[last] == self.key)
             with m.If(self.en):
-                m.d.sync += holds_key.eq(Mux(writes, tk[last] == self.key, ekey[last] == self.key))
+                m.d.sync += holds_key.eq(holds)
             coming, owned, alive = self.inject & slot, assoc[0] & holds_key, live_after(0)
         else:
             coming, owned, alive = self.inject & slot, owns(0, self.key), live_after(0)
@@ -238,7 +251,8 @@ class PipelinePartitioner(wiring.Component):
         m.d.comb += self.occupied.eq(count)
 
         with m.If(self.en):
-            m.d.sync += [slot.eq(~slot), tv[0].eq(self.inject & slot), tk[0].eq(self.key)]
+            m.d.sync += [ring.eq(ring.rotate_left(1)) if self.period == 3 else slot.eq(~slot),
+                         tv[0].eq(self.inject & slot), tk[0].eq(self.key)]
             for i in range(n - 1):
                 m.d.sync += [tv[i + 1].eq(tv[i]), tk[i + 1].eq(tk[i])]
             for j in range(n):
