@@ -714,3 +714,24 @@ def test_the_report_names_the_ways_asked_for():
         opts = flow.SynthOptions(board="icebreaker", ways=ways)
         options = flow._summary(parsed, ld, opts, pll, 256, 3_000_000, checked, 1)["options"]
         assert options.get("ways") == ways and options["partitions"] == 256
+
+
+def test_build_plans_extracted_at_once_each_write_into_their_own_directory(tmp_path):
+    # bench/synth.py --jobs builds several seeds at once in threads, each through flow.synthesize: each
+    # Amaranth build plan's files (RTLIL, the Yosys script, the constraints) must land in its own
+    # directory. Amaranth's BuildPlan.extract changes the process's working directory while it writes,
+    # and a seed's Yosys then found no script; flow.extract writes each file by its full path
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    plans = [SimpleNamespace(files={f"f{k}.txt": f"{i}:{k}" * 2000 for k in range(30)} | {"sub/x.ys": f"{i}".encode()})
+             for i in range(16)]
+    cwd = os.getcwd()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda i: flow.extract(plans[i], tmp_path / f"seed-{i}"), range(16)))
+    assert os.getcwd() == cwd
+    for i in range(16):
+        d = tmp_path / f"seed-{i}"
+        assert sorted(p.name for p in d.iterdir()) == sorted([f"f{k}.txt" for k in range(30)] + ["sub"])
+        assert all((d / f"f{k}.txt").read_text() == f"{i}:{k}" * 2000 for k in range(30))
+        assert (d / "sub" / "x.ys").read_bytes() == f"{i}".encode()

@@ -556,6 +556,18 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         return place(choice)
 
 
+def extract(plan, out: Path) -> None:
+    """The files of Amaranth's build ``plan`` (RTLIL, the Yosys script, the constraints) written into
+    ``out``. (Amaranth's own ``BuildPlan.extract`` changes the process's working directory while it
+    writes, so that two builds at once in threads, ``bench/synth.py --jobs``, wrote into each other's
+    directories: a seed's Yosys found no script.)"""
+    for name, content in plan.files.items():
+        assert not Path(name).is_absolute() and ".." not in Path(name).parts, name  # (as Amaranth's)
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+
+
 def board_pll(fam: str, osc_hz: float, mhz: float, at_most: bool = False):
     """The board's PLL at the clock nearest ``mhz`` (``at_most``: the fastest not above it); UsageError
     if it makes none."""
@@ -693,7 +705,7 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
                                                   f"setattr -mod -set keep_hierarchy 1 {VHDL_MODULE}_replica_*\n"
                                                   + no_collisions_script(),
                                 script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
-    plan.extract(str(out))
+    extract(plan, out)
     seconds["elaborate"] = time.perf_counter() - t0
 
     # 1. Yosys
