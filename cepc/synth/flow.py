@@ -556,6 +556,9 @@ def synthesize(checked, opts: SynthOptions, progress: Progress = lambda s: None)
         return place(choice)
 
 
+_ELABORATING = threading.Lock()
+
+
 def extract(plan, out: Path) -> None:
     """The files of Amaranth's build ``plan`` (RTLIL, the Yosys script, the constraints) written into
     ``out``. (Amaranth's own ``BuildPlan.extract`` changes the process's working directory while it
@@ -674,38 +677,41 @@ def _place(design, choice, opts: SynthOptions, plat_cls, fam: str, out: Path, pl
     if choice.two_beat_fifos:
         options["two_beat_fifos"] = list(choice.two_beat_fifos)
     period = slot_period_for(design, choice.partitioner, partitions, opts.slot_period, opts.hdl)
-    ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
-                     update_cycles=cycles, hazards=hazards, hdl=opts.hdl, netlist_dir=out,
-                     two_beat_fifos=choice.two_beat_fifos, late_measures=True, slot_period=period,
-                     # the VHDL reads the ECP5's block RAM through its output register, as Amaranth's does
-                     primitives="ecp5" if fam == "ecp5" else None,
-                     clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
-                     buffer_bytes=plat_cls.cepc_buffer_bytes,
-                     buffer_frames=plat_cls.cepc_buffer_frames, evict_after=opts.evict_after, options=options)
-    (out / f"{NAME}.layout.json").write_text(json.dumps(ld.sidecar, indent=2) + "\n")
+    # (Amaranth's elaboration and its build plan, one build at a time in a process: bench/synth.py --jobs
+    # builds seeds at once in threads, and two platforms preparing at once lost a clock from one's names)
+    with _ELABORATING:
+        ld = link_design(design, partitions=partitions, partitioner=choice.partitioner, ways=choice.ways,
+                         update_cycles=cycles, hazards=hazards, hdl=opts.hdl, netlist_dir=out,
+                         two_beat_fifos=choice.two_beat_fifos, late_measures=True, slot_period=period,
+                         # the VHDL reads the ECP5's block RAM through its output register, as Amaranth's does
+                         primitives="ecp5" if fam == "ecp5" else None,
+                         clock_hz=pll.output_hz, link_hz=pll.link_hz, baud=baud,
+                         buffer_bytes=plat_cls.cepc_buffer_bytes,
+                         buffer_frames=plat_cls.cepc_buffer_frames, evict_after=opts.evict_after, options=options)
+        (out / f"{NAME}.layout.json").write_text(json.dumps(ld.sidecar, indent=2) + "\n")
 
-    seconds = {}
-    t0 = time.perf_counter()
-    progress("elaborating the board top (Amaranth)")
-    # the registers that drive block RAM's pins, a copy per bank, are kept modules of their own so
-    # that Yosys does not merge them back into one (cepc.hw.replica.Replica)
-    # iCE40: a logic block's eight cells share one clock enable, so a flip-flop whose enable few others
-    # share needs a block of its own; at 90 % of the UP5K's cells nextpnr's placer then found no room
-    # for one (network: the arbiter's `turn`). Such enables go into the LUT instead.
-    # iCE40: ABC maps for the timing of the device named (-device hx, lp or u; Yosys' default is the HX,
-    # whose logic and routes are far faster than the UP5K's): for the UP5K it then keeps chains of
-    # LUTs off the long paths (network's table: a compare through seven LUTs on the HX's timing)
-    extra = {"synth_opts": ice40_synth_options(platform.device)} if fam == "ice40" else {}
-    if ld.netlist is not None:  # read by Yosys beside the board top's RTLIL
-        platform.add_file(ld.netlist.name, ld.netlist.read_text())
-    with fast_memory_init():
-        plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
-                                script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*\n"
-                                                  # (the VHDL's copies: GHDL writes a module per entity)
-                                                  f"setattr -mod -set keep_hierarchy 1 {VHDL_MODULE}_replica_*\n"
-                                                  + no_collisions_script(),
-                                script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
-    extract(plan, out)
+        seconds = {}
+        t0 = time.perf_counter()
+        progress("elaborating the board top (Amaranth)")
+        # the registers that drive block RAM's pins, a copy per bank, are kept modules of their own so
+        # that Yosys does not merge them back into one (cepc.hw.replica.Replica)
+        # iCE40: a logic block's eight cells share one clock enable, so a flip-flop whose enable few others
+        # share needs a block of its own; at 90 % of the UP5K's cells nextpnr's placer then found no room
+        # for one (network: the arbiter's `turn`). Such enables go into the LUT instead.
+        # iCE40: ABC maps for the timing of the device named (-device hx, lp or u; Yosys' default is the HX,
+        # whose logic and routes are far faster than the UP5K's): for the UP5K it then keeps chains of
+        # LUTs off the long paths (network's table: a compare through seven LUTs on the HX's timing)
+        extra = {"synth_opts": ice40_synth_options(platform.device)} if fam == "ice40" else {}
+        if ld.netlist is not None:  # read by Yosys beside the board top's RTLIL
+            platform.add_file(ld.netlist.name, ld.netlist.read_text())
+        with fast_memory_init():
+            plan = platform.prepare(BoardTop(ld.link, pll), name=NAME, emit_src=False, **extra,
+                                    script_after_read=f"setattr -mod -set keep_hierarchy 1 *.{Replica.PREFIX}*\n"
+                                                      # (the VHDL's copies: GHDL writes a module per entity)
+                                                      f"setattr -mod -set keep_hierarchy 1 {VHDL_MODULE}_replica_*\n"
+                                                      + no_collisions_script(),
+                                    script_after_synth=f"tee -q -o {NAME}.stat.json stat -json")
+        extract(plan, out)
     seconds["elaborate"] = time.perf_counter() - t0
 
     # 1. Yosys
