@@ -153,7 +153,8 @@ def markdown(rows: list[dict], seed: int | str, sized: str | None = None) -> str
         f"`make bench-synth` (cepc {__version__}): every example through `cepc synth`'s flow (Yosys, nextpnr with "
         f"one thread and seed {seed} (the best of several, where a row lists them), router1 (`--router auto`; `, router2` marks a row routed by router2 with `{' '.join(flow.router_options('router2')[2:])}`); the placer `--placer auto` picks), {size}, at the board's clock. Targets (the issue's): "
         "Fmax ≥ 150 MHz on the ECP5-85F, ≥ 50 MHz on the iCE40UP5K. LUT: ECP5 LUT4s (TRELLIS_COMB), iCE40 logic "
-        "cells; carry: CCU2C / SB_CARRY cells. Tuples/s: Fmax × tuples per cycle (½ with the pipeline partitioner). "
+        "cells; carry: CCU2C / SB_CARRY cells. Tuples/s: Fmax × tuples per cycle (½ with the pipeline partitioner, "
+        "⅓ with its one element as `--slot-period auto` builds it). "
         "UART: what the 3 Mbaud host link carries. Link: the host link's own clock, Fmax of target (its "
         "domain is apart from the design's). Commit: what a row was measured at, where rows were merged from "
         "several runs.",
