@@ -567,6 +567,7 @@ class Conditions:
         inverted = {PField(k) if isinstance(k, str) else k: value for k, value in (inverse or {}).items()}
         q = self._q
         old = _registers(q, state)
+        cut = cut or (lambda v: v)
 
         def field(name):
             return field_of(tuple_, name)
@@ -586,7 +587,7 @@ class Conditions:
         for p, i in wanted(self.extend):
             bits[i] = ordered(">=", old[p][q.start_time_register], since, chunk, cut=cut)
         for p, i in wanted(self.full):
-            bits[i] = (cut or (lambda v: v))(old[p][self.count] == q.max_length)
+            bits[i] = cut(old[p][self.count] == q.max_length)
         for (a, b), i in wanted(self.before):
             bits[i] = _better(q, old[a][q.order_register], old[b][q.order_register], chunk, cut)
         for (p, r), i in wanted(self.beats):
