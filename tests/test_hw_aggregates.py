@@ -615,9 +615,9 @@ WIDE_SUMS = ("CREATE STREAM s (t TIMESTAMP, k UINT8, x INT64, y INT32, z UINT64)
 
 
 def test_split_terms_equal_the_terms_of_the_registered_tuple():
-    # TupleTerms.split: each sum or difference of two fields or constants wider than 32 bits added in
-    # two parts, its low 32 bits and their carry from the tuple a stage early, into a register loaded
-    # as the tuple's is, the rest from the tuple's register: the terms of the registered tuple exactly,
+    # TupleTerms.split: each sum or difference of two fields or constants wider than 32 bits added
+    # across two stages (select_sum): its slices side by side from the tuple a stage early, into registers
+    # loaded as the tuple's is, picked after them by their carries: the terms of the registered tuple exactly,
     # on the fields' extremes, values whose low halves carry or borrow and random ones, signed and
     # unsigned, with the tuple held (loaded on fewer edges than the terms' register); a 33-bit
     # difference (y - 7) split too, and nothing narrower

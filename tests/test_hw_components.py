@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from amaranth.back import rtlil
 from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
 from hypothesis import given, settings
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 
 from cepc.hw.decoder import PredicateDecoder
 from cepc.hw.delay import DelayLine
-from cepc.hw.expr import CHAINED_ABOVE, CMP, ordered
+from cepc.hw.expr import CHAINED_ABOVE, CMP, ordered, select_sum
 from cepc.hw.framing import Framer
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import NfaCore
@@ -556,5 +558,62 @@ def test_ordered_with_its_slices_registered_joins_them_a_cycle_later(wa, sa, wb,
             for (op, which), v in got.items():
                 assert ctx.get(v) == wanted[op], (x, op, y, which)
             before = wanted
+
+    run(m, bench)
+
+
+@pytest.mark.parametrize("width, slice_bits, carry, y_kind", [
+    (65, 22, 1, "signal"), (65, 22, 0, "signal"), (33, 22, "signal", "signal"), (24, 22, 1, "signal"),
+    (7, 3, "signal", "signal"), (5, 22, 0, "signal"),
+    (65, 22, 1, -20001), (65, 22, 0, 20000), (40, 8, "signal", -3), (40, 8, 1, 1 << 20)])
+@pytest.mark.parametrize("x_next", [False, True])
+def test_select_sum_adds_across_two_cycles_in_slices(width, slice_bits, carry, y_kind, x_next):
+    # select_sum: x + y + carry modulo 2**width, its slices summed side by side (each above the lowest with
+    # a carry in of 0 and of 1) into registers loaded on `load`, picked after them by the carries: the cycle
+    # after a load the sum of the operands loaded, held while `load` is low; on the extremes, on values whose
+    # slices carry across every boundary and on random ones. No register is wider than a slice and its carry
+    # out, and there are two a slice but the lowest, whose one takes the carry in; y a constant (~20000, as
+    # `time - 20000` adds it; 20000; -3; a bit in a middle slice): where its slice is all zeros or all ones,
+    # one of the two is x's slice itself, from x_next (a register loaded as the sum's are) where given
+    m = Module()
+    x, y, load = Signal(width), Signal(width), Signal()
+    c = Signal() if carry == "signal" else carry
+    after = Signal(width)
+    with m.If(load):
+        m.d.sync += after.eq(x)
+    out = Signal(width)
+    m.d.comb += out.eq(select_sum(m, x, y if y_kind == "signal" else y_kind, c, load, "t", slice_bits,
+                                  x_next=after if x_next else None))
+    slices = -(-width // slice_bits)
+    text = rtlil.convert(m, ports=[x, y, load, out, after] + ([c] if carry == "signal" else []))
+    regs = {name: int(w) for w, name in re.findall(r"wire width (\d+) \\(t_s\d+(?:_c\d|_x)?)\n", text)}
+    bounds = [width - width * i // slices for i in range(slices, -1, -1)]
+    plain = sum(y_kind == "signal" or ((y_kind >> lo) + 1) & ((1 << (hi - lo)) - 1) > 1
+                for lo, hi in zip(bounds[1:], bounds[2:]))  # (slices above the lowest, y's not all 0s or 1s)
+    assert len(regs) == 2 * slices - 1 - (0 if y_kind == "signal" or not x_next else slices - 1 - plain), regs
+    assert max(regs.values()) <= slice_bits + 1 and "t_s0" in regs
+    rng = random.Random(width * 10 + slice_bits)
+    full = (1 << width) - 1
+    edges = [0, full, 1, full - 1] + [((1 << b) - 1) for b in range(slice_bits, width, slice_bits)]
+    edges += [(1 << b) for b in range(slice_bits, width, slice_bits)]
+    pairs = [(rng.choice(edges), rng.choice(edges)) for _ in range(40)]
+    pairs += [(rng.randrange(full + 1), rng.randrange(full + 1)) for _ in range(60)]
+    pairs += [(full, 1), (full, 0), (1 << (width - 1), 1 << (width - 1))]
+
+    async def bench(ctx):
+        held = None
+        for i, (a, b) in enumerate(pairs):
+            b = b if y_kind == "signal" else y_kind % (1 << width)
+            cin = rng.randrange(2) if carry == "signal" else carry
+            loads = held is None or rng.random() < 0.7
+            ctx.set(x, a)
+            ctx.set(y, b)
+            ctx.set(load, loads)
+            if carry == "signal":
+                ctx.set(c, cin)
+            await ctx.tick()
+            if loads:
+                held = (a + b + cin) & full
+            assert ctx.get(out) == held, (i, a, b, cin)
 
     run(m, bench)

@@ -275,8 +275,8 @@ def test_a_tuple_every_three_cycles_is_the_one_element_pipelines():
 @pytest.mark.parametrize("two_beat", [(), ("records",)])
 def test_a_pipelines_computed_measures_come_from_registers_and_its_records_a_cycle_later(two_beat):
     # `cepc synth`'s records behind Woods' pipeline (late_measures): finance5's `took`, time - FIRST(time),
-    # its low half from a register loaded in the cycle after the record's own, with its carry, and its high
-    # half added in that cycle, and the record written then, a cycle
+    # its slices summed into registers loaded in the cycle after the record's own (select_sum), picked by
+    # their carries in that cycle, and the record written then, a cycle
     # later than `cepc compile`'s (not with records in two beats, whose second beat is a cycle later
     # already). A tuple comes every other cycle, so the record's registers hold through that cycle:
     # every record whole and right under backpressure and stalls, with one key's tuples back to back
@@ -324,8 +324,8 @@ def test_a_pipelines_computed_measures_come_from_registers_and_its_records_a_cyc
 
 def test_late_measures_of_every_kind_match_the_reference():
     # Measures(late=True), each column that computes: a 65-bit difference of signed times, a 33-bit one of
-    # unsigned prices and a sum of a time and a narrower signed field, negative or not (each cut in two,
-    # the low half and its carry registered), a narrow sum and a comparison (each registered whole);
+    # unsigned prices and a sum of a time and a narrower signed field, negative or not (each across two
+    # cycles in slices: select_sum), a narrow sum and a comparison (each registered whole);
     # times across 2**32 and out of order, prices up and down
     import random
 

@@ -20,7 +20,7 @@ from ..plan import (
     has_aggregates,
 )
 from .ecp5 import RegisteredMult
-from .expr import ExprBuilder, extended, ordered
+from .expr import ExprBuilder, extended, ordered, select_sum
 from .layouts import field as field_of
 from .layouts import ident
 from .replica import Replica
@@ -32,7 +32,7 @@ from .replica import Replica
 # 65-bit compare in four, 1.01x; each slice's <= a carry chain of its own, not an equality's LUTs, 1.09x
 # the LUT4s: bench/results/synth-rounds.md)
 COMPARE_CARRY = 16
-SUM_SPLIT = 32  # TupleTerms.split: a wider sum's low bits and their carry a stage early
+SUM_SPLIT = 32  # TupleTerms.split: a wider sum is added across two stages (cepc.hw.expr.select_sum)
 # A MIN's or MAX's compare is among the conditions (Conditions.beats) where a query has at most this many
 # (a predecessor state's register each). Each is computed for every state the table may pick (each way's,
 # each write's in flight). finance0's two took its update loop's compare out (`MAX(price)`, 32 logic
@@ -196,10 +196,11 @@ class TupleTerms:
     def split(self, m: Module, tuple_: Value, tuple_next: Value, load: Value, name: str, at: int = SUM_SPLIT) -> Value:
         """The terms, packed, of the tuple in ``tuple_next``, a register that takes ``tuple_`` on the edges
         where ``load`` is high, each sum or difference of two of its fields or constants wider than ``at``
-        bits added in two parts: its low ``at`` bits and their carry from ``tuple_``, into a register
-        beside ``tuple_next``, the rest after it, with that carry. (finance5's ``time - 20000``, 65 bits, in
-        one carry chain from the tuple's register into the terms' was its critical path on the UP5K once
-        its conditions were cut: 28.4 ns, 60 logic levels.) The rest of the terms is computed after it."""
+        bits added across the two stages (:func:`~cepc.hw.expr.select_sum`): its slices side by side from
+        ``tuple_``, into registers beside ``tuple_next``, and picked after them by their carries. (finance5's
+        ``time - 20000``, 65 bits, in one carry chain from the tuple's register into the terms' was its
+        critical path on the UP5K once its conditions were cut: 28.4 ns, 60 logic levels; in two halves, a
+        chain of 33 bits in each stage, 20.2 and 20.7 ns.) The rest of the terms is computed after it."""
         before = ExprBuilder(lambda n: field_of(tuple_, n))
         after = ExprBuilder(lambda n: field_of(tuple_next, n))
         out = []
@@ -210,17 +211,15 @@ class TupleTerms:
             if not simple or width <= at:
                 out.append(after.value(e).as_unsigned())
                 continue
-
-            def operands(build, e=e, width=width):  # x and y, or x and ~y (x - y is x + ~y + 1), to its width
-                x, y = extended(build.value(e.left), width), extended(build.value(e.right), width)
-                return (x, ~y) if e.op == "-" else (x, y)
-            carry_in = int(e.op == "-")
-            x, y = operands(before)
-            low = Signal(at + 1, name=f"{name}_term{k}_low", reset_less=True)  # (its top bit: the carry)
-            with m.If(load):
-                m.d.sync += low.eq((x[:at] + y[:at] + carry_in)[:at + 1])
-            x, y = operands(after)
-            out.append(Cat(low[:at], (x[at:] + y[at:] + low[at])[:width - at]))
+            # x and y, or x and ~y (x - y is x + ~y + 1), to its width; a constant y as an int (select_sum:
+            # its slices of all ones, ~20000's above its lowest, take x's slice itself, from tuple_next)
+            x, right = extended(before.value(e.left), width), before.value(e.right)
+            if isinstance(right, Const):
+                y = ~right.value if e.op == "-" else right.value
+            else:
+                y = ~extended(right, width) if e.op == "-" else extended(right, width)
+            out.append(select_sum(m, x, y, int(e.op == "-"), load, f"{name}_term{k}",
+                                  x_next=extended(after.value(e.left), width)))
         return Cat(*out)
 
     def staged(self, m: Module, tuple_: Value, tuple_next: Value, en: Value, name: str,
@@ -886,8 +885,8 @@ def computes(expr: PExpr) -> bool:
     return not isinstance(expr, (PField, PAgg, PConst))
 
 
-# ``Measures(late=True)``: a sum or difference at least this wide is cut in two, its low half registered
-# with its carry and its high half computed in the cycle after
+# ``Measures(late=True)``: a sum or difference at least this wide is added across two cycles
+# (cepc.hw.expr.select_sum)
 SPLIT_SUM = 24
 
 
@@ -896,9 +895,10 @@ class Measures(wiring.Component):
     registers of the partial match that ended (``ends``, as :class:`PartialMatchCore` gives them)
     and the match's last tuple. Combinational; with ``late``, for inputs that hold through two cycles,
     each column that computes (:func:`computes`) is given in the second, from a register loaded at the
-    first's end: a sum or difference of :data:`SPLIT_SUM` bits or more as its low half registered with
-    its carry, the high half added in the second cycle (two carry chains of half the length, one in each
-    cycle: finance5's `time - FIRST(time)` is 65 bits), any other whole.
+    first's end: a sum or difference of :data:`SPLIT_SUM` bits or more across the two
+    (:func:`~cepc.hw.expr.select_sum`: its slices side by side, registered, and picked by their carries in
+    the second; finance5's `time - FIRST(time)` is 65 bits, and in two halves, a carry chain of 33 bits in
+    each cycle, each was 21-23 ns on the UP5K, its critical paths), any other whole.
 
     ``inverse`` (with ``late``): the tuple is also given inverted (``inverse_tuple``, a register of its
     own: its fields that no measure reads are left out by synthesis), and a difference of a field and
@@ -959,14 +959,8 @@ class Measures(wiring.Component):
             x, carry = Cat(nx, top.replicate(w - len(nx))) if w > len(nx) else nx.as_unsigned()[:w], Const(0, 1)
         elif e.op == "-":
             y = ~y
-        k = w // 2
-        low = Signal(k + 1, name=f"{name}_low", reset_less=True)  # the low half and its carry out
-        # (a carry in as the sum of two extra low bits: one adder, one carry chain)
-        total = (Cat(carry, x[:k]) + Cat(carry, y[:k]))[1:]
-        # (flip: the sum's inverse, its carry as it is)
-        m.d.sync += low.eq(Cat(~total[:k], total[k]) if flip else total)
-        high = (Cat(low[k], x[k:]) + Cat(low[k], y[k:]))[1:w - k + 1]
-        return Cat(low[:k], ~high if flip else high)
+        total = select_sum(m, x, y, carry, Const(1), name)
+        return ~total if flip else total  # (flip: the sum's inverse, in the LUTs that pick its slices)
 
 
 class DfaCore(wiring.Component):
