@@ -272,54 +272,61 @@ def test_a_tuple_every_three_cycles_is_the_one_element_pipelines():
         Top(unkeyed, bus_width=8, partitions=1, slot_period=3)
 
 
-@pytest.mark.parametrize("two_beat", [(), ("records",)])
-def test_a_pipelines_computed_measures_come_from_registers_and_its_records_a_cycle_later(two_beat):
+@pytest.mark.parametrize("two_beat, period", [((), 2), (("records",), 2), ((), 3)])
+def test_a_pipelines_computed_measures_come_from_registers_and_its_records_a_cycle_later(two_beat, period):
     # `cepc synth`'s records behind Woods' pipeline (late_measures): finance5's `took`, time - FIRST(time),
     # its slices summed into registers loaded in the cycle after the record's own (select_sum), picked by
-    # their carries in that cycle, and the record written then, a cycle
-    # later than `cepc compile`'s (not with records in two beats, whose second beat is a cycle later
-    # already). A tuple comes every other cycle, so the record's registers hold through that cycle:
-    # every record whole and right under backpressure and stalls, with one key's tuples back to back
+    # their carries in that cycle, and the record written then, a cycle later than `cepc compile`'s (not
+    # with records in two beats, whose second beat is a cycle later already); with a tuple every three
+    # cycles (one element), in three slices, one a cycle (staged_sum), and the record two cycles later.
+    # A tuple comes every `period` cycles, so the record's registers hold through those cycles: every
+    # record whole and right under backpressure and stalls, with one key's tuples back to back
     import random
 
     c = check(parse_file(ROOT / "examples" / "finance" / "finance5" / "finance5.sql"))
     design = lower(c)
-    top = Top(design, bus_width=8, partitions=2, late_measures=True, two_beat_fifos=two_beat)
+    partitions = 2 if period == 2 else 1
+    late = 0 if two_beat else period - 1
+    top = Top(design, bus_width=8, partitions=partitions, late_measures=True, two_beat_fifos=two_beat,
+              slot_period=period)
     top._MustUse__silence = True  # (only its queries and latency are asked)
-    assert top.late_queries == (set() if two_beat else {0})
-    assert top.latency == latency(design, 2) + 1
-    others = [Top(design, bus_width=8, partitions=2), Top(design, bus_width=8, partitioner="table", late_measures=True)]
+    assert top.late_queries == (set() if two_beat else {0}) and top.late_cycles == late
+    base = latency(design, partitions, slot_period=period)
+    assert top.latency == base + (late or 1)
+    others = [Top(design, bus_width=8, partitions=partitions, slot_period=period),
+              Top(design, bus_width=8, partitioner="table", late_measures=True)]
     for other in others:
         other._MustUse__silence = True
-    assert others[0].latency == latency(design, 2) and not others[1].late_queries
+    assert others[0].latency == base and not others[1].late_queries
     rng = random.Random(7)
-    prices, rows = {"IBM": 40000, "ACME": 30000}, []
+    prices, rows = {"IBM": 40000, "ACME": 30000} if period == 2 else {"IBM": 40000}, []
     for i in range(300):
         symbol = rng.choice(sorted(prices))
         prices[symbol] = max(1, prices[symbol] + rng.choice([-60, -15, 10, 20, 70, 90, 400]))
-        # (times across 2**32, where `took`'s low half borrows from its high half, some out of order:
-        # a negative `took`)
+        # (times across 2**32, where `took`'s low slices carry or borrow into the high, some out of
+        # order: a negative `took`)
         rows.append({"time": 2**32 - 150_000 + 1000 * i + rng.randrange(-1500, 1500), "symbol": symbol,
                      "price": prices[symbol], "volume": 1000})
     frame = pd.DataFrame(rows)
     for seed, bus_width, backpressure in ((1, 256, 0.0), (2, 64, 0.97), (3, 256, 0.97)):
-        result = hwsim.run_and_compare(c, frame, bus_width=bus_width, partitions=2, partitioner="pipeline",
+        result = hwsim.run_and_compare(c, frame, bus_width=bus_width, partitions=partitions, partitioner="pipeline",
                                        stall=0.2, backpressure=backpressure, seed=seed, idle=600,
-                                       platform=hwsim.Ice40(), two_beat_fifos=two_beat, late_measures=True)
+                                       platform=hwsim.Ice40(), two_beat_fifos=two_beat, late_measures=True,
+                                       slot_period=period)
         assert len(result.records) > 20 and len({r["measures"]["took"] for r in result.records}) > 10
         started = [r["measures"]["started"] for r in result.records]
         assert min(started) < 2**32 < max(started)
-    # a match of two tuples: its record a cycle later, as the latency the top reports says
+        assert min(r["measures"]["took"] for r in result.records) < 0
+    # a match of two tuples: its record a cycle later (two), as the latency the top reports says
     data = b"".join(design.tuple.to_bytes({"time": t, "symbol": "IBM", "price": price, "volume": 1})
                     for t, price in ((5, 100), (9, 200)))
     first = {}
-    for late in (False, True):
-        result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=2, idle=40,
-                                late_measures=late, two_beat_fifos=two_beat)
+    for measures_late in (False, True):
+        result = hwsim.simulate(design, [hwsim.beats(data, 64)], bus_width=64, partitions=partitions, idle=40,
+                                late_measures=measures_late, two_beat_fifos=two_beat, slot_period=period)
         assert len(result.records) == 1 and result.records[0]["measures"]["took"] == 4
-        first[late] = result.first_record_cycle
-    assert first[True] - first[False] == top.latency - latency(design, 2) - bool(two_beat) == int(not two_beat)
-
+        first[measures_late] = result.first_record_cycle
+    assert first[True] - first[False] == top.latency - base - bool(two_beat) == late
 
 
 def test_late_measures_of_every_kind_match_the_reference():

@@ -91,6 +91,31 @@ def select_sum(m, x: Value, y: Value | int, carry, load: Value, name: str, slice
     return Cat(*out)
 
 
+def staged_sum(m, x: Value, y: Value, carry, name: str, cycles: int) -> Value:
+    """``x + y + carry`` modulo 2**w (``x`` and ``y`` of ``w`` bits, ``carry`` a bit or 0 or 1) across
+    ``cycles`` cycles, for ``x`` and ``y`` that hold through them: cut into ``cycles`` slices, the lowest
+    summed with ``carry`` into a register with its carry out, each above it in the next cycle with the
+    carry of the one below from its register, into a register of its own, the highest after the last
+    register. The registers load every cycle, so each holds its slice for as long as ``x`` and ``y`` hold.
+    Returns the sum, right from the last cycle on. A carry chain a slice long, and one chain a bit (where
+    :func:`select_sum`, for inputs that hold through two cycles, takes two for each slice above the lowest
+    and a LUT a bit to pick them)."""
+    w = len(x)
+    bounds = [w - w * i // cycles for i in range(cycles, -1, -1)]
+    carry = Const(carry, 1) if isinstance(carry, int) else carry
+    out = []
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        total = (Cat(carry, x[lo:hi]) + Cat(carry, y[lo:hi]))[1:hi - lo + 2]  # (the carry in as two low bits)
+        if hi == w:
+            out.append(total[:-1])
+            break
+        r = Signal(hi - lo + 1, name=f"{name}_s{i}", reset_less=True)
+        m.d.sync += r.eq(total)
+        out.append(r[:-1])
+        carry = r[-1]
+    return Cat(*out)
+
+
 def ordered(op: str, a: Value, b: Value, chunk: int | None = None,
             inverse: tuple[Value | None, Value | None] = (None, None), chained: bool = False,
             cut: Callable[[Value], Value] | None = None) -> Value:

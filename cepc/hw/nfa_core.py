@@ -20,7 +20,7 @@ from ..plan import (
     has_aggregates,
 )
 from .ecp5 import RegisteredMult
-from .expr import ExprBuilder, extended, ordered, select_sum
+from .expr import ExprBuilder, extended, ordered, select_sum, staged_sum
 from .layouts import field as field_of
 from .layouts import ident
 from .replica import Replica
@@ -893,12 +893,14 @@ SPLIT_SUM = 24
 class Measures(wiring.Component):
     """A match's MEASURES columns (``measures``, packed as the record carries them) from the
     registers of the partial match that ended (``ends``, as :class:`PartialMatchCore` gives them)
-    and the match's last tuple. Combinational; with ``late``, for inputs that hold through two cycles,
-    each column that computes (:func:`computes`) is given in the second, from a register loaded at the
-    first's end: a sum or difference of :data:`SPLIT_SUM` bits or more across the two
-    (:func:`~cepc.hw.expr.select_sum`: its slices side by side, registered, and picked by their carries in
-    the second; finance5's `time - FIRST(time)` is 65 bits, and in two halves, a carry chain of 33 bits in
-    each cycle, each was 21-23 ns on the UP5K, its critical paths), any other whole.
+    and the match's last tuple. Combinational; with ``late`` (1, or 2), for inputs that hold through
+    ``late`` + 1 cycles, each column that computes (:func:`computes`) is given in the last, from registers
+    loaded at the end of the cycles before: a sum or difference of :data:`SPLIT_SUM` bits or more across
+    them (``late`` 1, :func:`~cepc.hw.expr.select_sum`: its slices side by side, registered, and picked by
+    their carries in the second; ``late`` 2, :func:`~cepc.hw.expr.staged_sum`: in three slices, one a
+    cycle, each from the carry of the one below, registered; finance5's `time - FIRST(time)` is 65 bits,
+    and in two halves, a carry chain of 33 bits in each cycle, each was 21-23 ns on the UP5K, its critical
+    paths), any other whole (registered, loaded every cycle).
 
     ``inverse`` (with ``late``): the tuple is also given inverted (``inverse_tuple``, a register of its
     own: its fields that no measure reads are left out by synthesis), and a difference of a field and
@@ -907,10 +909,12 @@ class Measures(wiring.Component):
     chain is a logic cell and a route (finance5's `took` on the UP5K, from the match's `FIRST(time)`:
     27.9 ns, its critical path)."""
 
-    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, late: bool = False,
+    def __init__(self, query: QueryPlan, tuple_layout: data.StructLayout, *, late: int = 0,
                  inverse: bool = False):
+        if late not in (0, 1, 2):
+            raise ValueError(f"a measure is computed across 1 to 3 cycles (late 0 to 2), not late {late}")
         self._q = query
-        self._late = late
+        self._late = int(late)
         self._inverse = inverse and late
         super().__init__({
             "ends": In(query.register_width), "tuple": In(tuple_layout),
@@ -931,7 +935,7 @@ class Measures(wiring.Component):
         for meas in q.measures:
             column = Signal(meas.width, name=ident(f"measure_{meas.name}"))  # .eq sign-extends a signed value
             if self._late and computes(meas.expr):
-                m.d.comb += column.eq(self._later(m, build, meas, inverse))
+                m.d.comb += column.eq(self._later(m, build, meas, self._late, inverse))
             else:
                 m.d.comb += column.eq(build.truth(meas.expr) if meas.kind == "bool" else build.value(meas.expr))
             columns.append(column)
@@ -940,11 +944,12 @@ class Measures(wiring.Component):
         return m
 
     @staticmethod
-    def _later(m: Module, build: ExprBuilder, meas, inverse=None) -> Value:
-        """Measure ``meas`` a cycle after its inputs, which hold through that cycle (``late``; ``inverse``:
-        the inverted tuple's fields by name, if given)."""
+    def _later(m: Module, build: ExprBuilder, meas, late: int, inverse=None) -> Value:
+        """Measure ``meas`` ``late`` cycles after its inputs, which hold through them (``inverse``: the
+        inverted tuple's fields by name, if given)."""
         e, w, name = meas.expr, meas.width, ident(f"late_{meas.name}")
         if meas.kind == "bool" or not (isinstance(e, PArith) and e.op in ("+", "-") and w >= SPLIT_SUM):
+            # (one register, loaded every cycle: right from the cycle after the inputs', as they hold)
             whole = Signal(w, name=name, reset_less=True)
             m.d.sync += whole.eq(build.truth(e) if meas.kind == "bool" else build.value(e))
             return whole
@@ -959,8 +964,8 @@ class Measures(wiring.Component):
             x, carry = Cat(nx, top.replicate(w - len(nx))) if w > len(nx) else nx.as_unsigned()[:w], Const(0, 1)
         elif e.op == "-":
             y = ~y
-        total = select_sum(m, x, y, carry, Const(1), name)
-        return ~total if flip else total  # (flip: the sum's inverse, in the LUTs that pick its slices)
+        total = select_sum(m, x, y, carry, Const(1), name) if late == 1 else staged_sum(m, x, y, carry, name, 3)
+        return ~total if flip else total  # (flip: the sum's inverse, in the LUTs that read its slices)
 
 
 class DfaCore(wiring.Component):
