@@ -139,6 +139,14 @@ def test_no_legal_placement_at_the_limit_is_reported():
     bel, use = rep.placement_at_limit(log)
     assert bel == "ICESTORM_LC" and use == rep.Resource(4975, 5280)
     assert rep.placement_at_limit((FIXTURES / "ice40_region_full.log").read_text()) is None
+    # finance5 at 950145b's parent (4,762 logic cells, 90 %; 29 of 30 block RAMs, 97 %), at seed 3: the
+    # logic cells still overlapping (HeAP's last "overlap: COMB=18.3%, RAM=0.0%"), not the fuller block RAM
+    finance5 = (FIXTURES / "ice40_finance5_no_legal_placement.log").read_text()
+    assert rep.placement_at_limit(finance5) == ("ICESTORM_LC", rep.Resource(4762, 5280))
+    assert rep.placement_at_limit(finance5.replace("COMB=18.3%, RAM=0.0%", "COMB=0.0%, RAM=2.0%")) == \
+        ("ICESTORM_RAM", rep.Resource(29, 30))
+    assert rep.placement_at_limit(finance5.replace("COMB=18.3%", "COMB=0.0%")) == \
+        ("ICESTORM_RAM", rep.Resource(29, 30))  # (no group overlapping: the fullest)
     # what `cepc synth` then says: the seed, the fullest resource, and what may help
     err = placement_error(log, "iCE40UP5K", 2, 1)
     assert isinstance(err, FitError) and str(err) == (
