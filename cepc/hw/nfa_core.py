@@ -885,8 +885,8 @@ def computes(expr: PExpr) -> bool:
     return not isinstance(expr, (PField, PAgg, PConst))
 
 
-# ``Measures(late=True)``: a sum or difference at least this wide is added across two cycles
-# (cepc.hw.expr.select_sum)
+# ``Measures(late=…)``: a sum or difference at least this wide is added across the cycles in slices
+# (cepc.hw.expr.select_sum, staged_sum)
 SPLIT_SUM = 24
 
 
@@ -964,7 +964,7 @@ class Measures(wiring.Component):
             x, carry = Cat(nx, top.replicate(w - len(nx))) if w > len(nx) else nx.as_unsigned()[:w], Const(0, 1)
         elif e.op == "-":
             y = ~y
-        total = select_sum(m, x, y, carry, Const(1), name) if late == 1 else staged_sum(m, x, y, carry, name, 3)
+        total = select_sum(m, x, y, carry, Const(1), name) if late == 1 else staged_sum(m, x, y, carry, name, late + 1)
         return ~total if flip else total  # (flip: the sum's inverse, in the LUTs that read its slices)
 
 

@@ -351,8 +351,8 @@ class Top(wiring.Component):
     @property
     def late_cycles(self) -> int:
         """The cycles a record of :attr:`late_queries` is written later: one, or at a tuple every three
-        cycles two (its measures' wide sums then in three slices, a cycle each: fewer logic cells than
-        across one cycle, finance5's at 90 % of the UP5K's)."""
+        cycles two (its measures' wide sums then in three slices, a cycle each: fewer logic cells than a
+        carry-select adder across one cycle, finance5's 4,697 of the UP5K's 5,280 against 4,762)."""
         return (self.slot_period - 1) * bool(self.late_queries)
 
     @property
