@@ -32,6 +32,12 @@ def extended(v: Value, width: int) -> Value:
     return Cat(v, top.replicate(width - len(v)))
 
 
+def with_carry(a: Value, b: Value, carry: Value) -> Value:
+    """``a + b + carry`` (``a``, ``b`` of one width, ``carry`` a bit) and its carry out, one bit wider: one
+    adder, so one carry chain, the carry in taken as the sum of two extra low bits."""
+    return (Cat(carry, a) + Cat(carry, b))[1:len(a) + 2]
+
+
 # select_sum: bits per slice of a sum across two cycles (finance5's 65-bit `time - 20000` and `took`,
 # three slices; a slice's carry chain on the UP5K about 0.35 ns a bit)
 SELECT_SLICE = 22
@@ -58,10 +64,8 @@ def select_sum(m, x: Value, y: Value | int, carry, load: Value, name: str, slice
     constant = isinstance(y, int)
     y_value = Const(y % (1 << w), w) if constant else y
 
-    def summed(a: Value, b: Value, c) -> Value:  # a + b + c and its carry out: one chain (c as two low bits)
-        if isinstance(c, Const) and c.value == 0:
-            return a + b
-        return (Cat(c, a) + Cat(c, b))[1:len(a) + 2]
+    def summed(a: Value, b: Value, c: Value) -> Value:  # a + b + c and its carry out
+        return a + b if isinstance(c, Const) and c.value == 0 else with_carry(a, b, c)
 
     def registered(v: Value, tag: str) -> Value:
         r = Signal(len(v), name=f"{name}_{tag}", reset_less=True)
@@ -105,7 +109,7 @@ def staged_sum(m, x: Value, y: Value, carry, name: str, cycles: int) -> Value:
     carry = Const(carry, 1) if isinstance(carry, int) else carry
     out = []
     for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-        total = (Cat(carry, x[lo:hi]) + Cat(carry, y[lo:hi]))[1:hi - lo + 2]  # (the carry in as two low bits)
+        total = with_carry(x[lo:hi], y[lo:hi], carry)
         if hi == w:
             out.append(total[:-1])
             break
