@@ -38,6 +38,12 @@ def with_carry(a: Value, b: Value, carry: Value) -> Value:
     return (Cat(carry, a) + Cat(carry, b))[1:len(a) + 2]
 
 
+def slices_of(width: int, n: int) -> list[tuple[int, int]]:
+    """[lo, hi) of ``n`` slices of ``width`` bits, lowest first, as even as they can be (the lowest the widest)."""
+    bounds = [width - width * i // n for i in range(n, -1, -1)]
+    return list(zip(bounds, bounds[1:]))
+
+
 # select_sum: bits per slice of a sum across two cycles (finance5's 65-bit `time - 20000` and `took`,
 # three slices; a slice's carry chain on the UP5K about 0.35 ns a bit)
 SELECT_SLICE = 22
@@ -59,8 +65,6 @@ def select_sum(m, x: Value, y: Value | int, carry, load: Value, name: str, slice
     takes no chain: it is ``x_next``'s slice where given (a register that takes ``x`` on the same edges),
     else a register of its own."""
     w = len(x)
-    n = -(-w // slice_bits)  # slices, as even as they can be: the lowest the widest
-    bounds = [w - w * i // n for i in range(n, -1, -1)]
     constant = isinstance(y, int)
     y_value = Const(y % (1 << w), w) if constant else y
 
@@ -75,7 +79,7 @@ def select_sum(m, x: Value, y: Value | int, carry, load: Value, name: str, slice
 
     carry = Const(carry, 1) if isinstance(carry, int) else carry
     parts = []
-    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+    for i, (lo, hi) in enumerate(slices_of(w, -(-w // slice_bits))):
         a, b = x[lo:hi], y_value[lo:hi]
         if i == 0:
             parts.append([registered(summed(a, b, carry), "s0")])
@@ -105,10 +109,9 @@ def staged_sum(m, x: Value, y: Value, carry, name: str, cycles: int) -> Value:
     :func:`select_sum`, for inputs that hold through two cycles, takes two for each slice above the lowest
     and a LUT a bit to pick them)."""
     w = len(x)
-    bounds = [w - w * i // cycles for i in range(cycles, -1, -1)]
     carry = Const(carry, 1) if isinstance(carry, int) else carry
     out = []
-    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+    for i, (lo, hi) in enumerate(slices_of(w, cycles)):
         total = with_carry(x[lo:hi], y[lo:hi], carry)
         if hi == w:
             out.append(total[:-1])
