@@ -165,6 +165,8 @@ def below_joined(below: list, equal: list) -> Value:
 # on a large die, the state's select lines (which write or way is the key's): a copy per this many
 # bits of a wide state (a partial-match core's, 902 bits for mshape), so no select reaches them all;
 # and with the two-cycle update, the older write's state: a LUT RAM and its read address per this many
+# bits. (Per 128 bits, half the copies: finance5 120.8 and 125.8 MHz at seeds 3 and 5 against 127.4 and 122.5, mshape
+# 128.6 and 131.5 against 130.0 and 133.6, 0.99x each, the state's multiplexers then the path: bench/results/synth-rounds.md)
 SELECT_CHUNK = 64
 # With the three-cycle update, the older write's LUT RAM is read at the lookup itself: a copy of its read
 # address per this many bits (two TRELLIS_DPR16X4s on ECP5), so each copy's loads are a few cells beside
