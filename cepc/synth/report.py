@@ -232,16 +232,14 @@ def placement_at_limit(log: str) -> tuple[str, Resource] | None:
     logic, flip-flops, block and LUT RAM (not the clock buffers or the PLL, full by design)."""
     if not _NO_LEGAL.search(log):
         return None
-    fabric = {bel for kinds in FAMILY_RESOURCES.values() for kind, bel in kinds.items()
-              if kind in ("lut", "ff", "bram", "lutram")}
     util = log_utilisation(log)
-    used = {bel: r for bel, r in util.items() if bel in fabric and r.available}
+    kind_of = {bel: kind for kinds in FAMILY_RESOURCES.values() for kind, bel in kinds.items() if bel in util}
+    used = {bel: r for bel, r in util.items() if kind_of.get(bel) in ("lut", "ff", "bram", "lutram") and r.available}
     overlaps = _OVERLAP.findall(log)
     if overlaps:
         share = {group: float(v) for group, v in re.findall(r"(\w+)=([\d.]+)%", overlaps[-1])}
         group = max(share, key=share.get, default=None)
-        bels = [bel for kinds in FAMILY_RESOURCES.values() for kind, bel in kinds.items()
-                if kind == _OVERLAP_KIND.get(group) and bel in util]
+        bels = [bel for bel, kind in kind_of.items() if kind == _OVERLAP_KIND.get(group)]
         if share.get(group, 0) > 0 and bels:
             return bels[0], util[bels[0]]
     if not used:
