@@ -745,37 +745,6 @@ def test_a_table_whose_update_takes_two_or_three_cycles_equals_the_model(lag, wa
     drive(dut, keys, update, stall, seed, platform)
 
 
-@pytest.mark.parametrize("early_read, ways, entries, depth, wide, seed", [
-    (False, 4, 64, 4, False, 61), (False, 1, 512, 16, True, 62), (False, 2, 256, 64, True, 63),
-    (True, 2, 64, 4, False, 64), (True, 4, 256, 64, True, 65)])
-def test_a_three_cycle_table_read_a_cycle_early_or_not_equals_the_model(early_read, ways, entries, depth, wide, seed):
-    # With the three-cycle update on a large die (and in simulation) block RAM is read as the key is one
-    # ahead, and the lookup forwards one write more (test_a_table_whose_update_takes_two_or_three_cycles...);
-    # read as the key arrives (early_read False), as before, it forwards one fewer; forced on the UP5K
-    # (True, with Ice40's originals for the copies) it reads from index_ahead itself. Either way the same
-    # lookups, holds and depth.
-    rng = random.Random(seed)
-    keys = [rng.choice([rng.randrange(300), rng.randrange(4), 7]) for _ in range(400)]
-
-    def update(key, state):
-        if rng.random() < 0.2:
-            return 0
-        return (state * 3 + key + 1) % (1 << 150) | 1 if wide else count_up(key, state)
-
-    dut = TablePartitioner(entries, 9, 150 if wide else 8, ways=ways, bank_depth=depth, early_key=2, en_ahead=True,
-                           relay=True, lag=2, given_index=seed % 2 == 0, early_read=early_read)
-    assert dut.depth == DEPTH + 2 and dut.spacing == 2
-    drive(dut, keys, update, 0.3, seed, Ice40() if early_read else None)
-
-
-@pytest.mark.parametrize("options", [dict(lag=1), dict(lag=2, stall=True), dict(lag=2, expiry_width=12, window=5)])
-def test_block_ram_is_read_a_cycle_early_only_with_the_three_cycle_update_forwarding_and_no_within(options):
-    options = {"early_key": 2, **options}
-    with pytest.raises(ValueError, match="read a cycle early only with the three-cycle update"):
-        TablePartitioner(64, 9, 8, early_read=True, **options)
-    assert TablePartitioner(64, 9, 8, **options).early_read is False
-
-
 @pytest.mark.parametrize("lag", [1, 2], ids=["two-cycle", "three-cycle"])
 @pytest.mark.parametrize("ways, stall", [(4, 0.0), (2, 0.0), (1, 0.0), (4, 0.3)])
 def test_a_two_cycle_table_sees_past_a_write_that_kept_nothing(ways, stall, lag):

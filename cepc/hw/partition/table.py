@@ -282,7 +282,7 @@ class TablePartitioner(wiring.Component):
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
                  cond_in_width: int = 1, cond_bits: list[tuple[int, int]] | None = None,
                  cond_groups: list[list[int]] | None = None, relay: bool = False, lag: int = 0, stall: bool = False,
-                 given_index: bool = False, early_read: bool | None = None):
+                 given_index: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -405,19 +405,6 @@ class TablePartitioner(wiring.Component):
         # otherwise register part of it again (the top's record of a match: its registers)
         signature["last_write"] = wiring.Out(state_width)
         self.en_ahead = en_ahead
-        # ``early_read``: block RAM is read an enabled cycle earlier, at the bucket of the key one ahead
-        # (``index_ahead``'s, through copies of that register), and the key's bank's word, its flags and
-        # whether each way can be picked are registered at stage 3 from the banks' registers (then at stage
-        # 2), so the lookup's select copies take them through one gate (see the pipeline above). The
-        # lookup then forwards one write more; nothing outside the table changes (its depth, its holds).
-        # None: where it pays, on a large die with the three-cycle update (and nothing stale by WITHIN,
-        # whose expiries block RAM's word is compared with beside the banks against ``now2``; nor
-        # ``stall``, whose spacing would grow)
-        allowed = lag == 2 and not stall and not expiry_width and early_key
-        if early_read and not allowed:
-            raise ValueError("block RAM is read a cycle early only with the three-cycle update (lag 2), the key "
-                             "two enabled cycles ahead, forwarding and no WITHIN")
-        self.early_read = early_read if early_read is not None else (None if allowed else False)
         # on a large die, the write reaches the banks through a copy of its own, as with many banks
         self.relay = relay
         if en_ahead:
@@ -532,9 +519,7 @@ class TablePartitioner(wiring.Component):
         # register, then feeds the core and one copy, not every way's copy beside the banks, which pulled
         # it across the die (mshape at f455950: a 7.4 ns route from the core into w0)
         groups = -(-self.banks // GROUP_BANKS) if copies and (self.banks > GROUP_BANKS or self.relay) else 0
-        # (``early_read`` None: on a large die; simulation, with no platform, takes it, so the tests check it)
-        read_early = copies if self.early_read is None else self.early_read
-        forward = FORWARD + (1 if groups else 0) + (1 if read_early else 0)
+        forward = FORWARD + (1 if groups else 0)
         def way_copy(kind, b, w, width, init=None):
             """A copy (:class:`Replica`) of ``kind`` beside bank b's way w (beside bank b: one way)."""
             name = f"{Replica.PREFIX}{kind}{b}" + (f"_way{w}" if W > 1 else "")
@@ -580,23 +565,17 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += index_ahead.eq(next_index)
             if self.lag or self.stall:  # (next_key's bucket is index_ahead's D input: the one tree of XORs)
                 m.d.comb += self.adjacent.eq(next_index == index_ahead)
-            held = self.hold if self.lag or self.stall else None
-            # (early: each way's copy is one of index_ahead itself, registered from next_index on the same
-            # edges: block RAM is read as the key is one ahead, and no group's copy comes between)
-            group_read = [] if read_early else group_copies("read", next_index[:max(1, low)], held)  # (index_ahead's)
+            group_read = group_copies("read", next_index[:max(1, low)],
+                                      self.hold if self.lag or self.stall else None)  # (index_ahead's)
             for b in range(self.banks):
                 if not copies:
-                    read_at.append([(index_ahead if read_early else index0)[:low]] * W)
+                    read_at.append([index0[:low]] * W)
                     continue
                 row = []
                 for w in range(W):
                     copy = way_copy("read", b, w, max(1, low))
-                    if read_early:
-                        m.d.comb += [copy.d.eq(next_index[:max(1, low)]),
-                                     copy.en.eq(bank_en[b][w] if held is None else bank_en[b][w] & ~held)]
-                    else:
-                        m.d.comb += [copy.d.eq(group_read[b // GROUP_BANKS] if groups else index_ahead[:low]),
-                                     copy.en.eq(bank_en[b][w])]
+                    m.d.comb += [copy.d.eq(group_read[b // GROUP_BANKS] if groups else index_ahead[:low]),
+                                 copy.en.eq(bank_en[b][w])]
                     row.append(copy.q)
                 read_at.append(row)
         else:
@@ -632,8 +611,7 @@ class TablePartitioner(wiring.Component):
         # registers take block RAM's word, the others are cleared (a synchronous reset, off the data
         # path), and the bank is picked by an OR over the banks, not a multiplexer whose select lines
         # would have to reach every bank.
-        # (early: at stage 1, as the banks' registers take block RAM's word at stage 2)
-        sel2 = Signal(self.banks, name="bank1" if read_early else "bank2", reset_less=True)
+        sel2 = Signal(self.banks, name="bank2", reset_less=True)
         # [bank][way]: what the way's block RAMs in the bank take from w1 (with groups, w2): the write
         # enable (valid, this way, this bank), the address in the bank and the stored word (the entry
         # and its `keep`). On a large die each is a copy of its own (a bank's ways' block RAMs, a block
@@ -750,7 +728,7 @@ class TablePartitioner(wiring.Component):
         v6, k6, i6 = Signal(), Signal(kw, reset_less=bare), Signal(ib, reset_less=bare)
         stages = [(v3, i3, k3), (v4, i4, k4), (v5, i5, k5), (v6, i6, k6)]  # stages 3 to 6
         cands = self.candidates
-        m.d.comb += [key.d.eq(tag_of(self.key if read_early else k1)) for key in key_copies]
+        m.d.comb += [key.d.eq(tag_of(k1)) for key in key_copies]
         word4 = [Signal(ew, name=f"word4_way{w}") for w in range(W)]
         cw = self.cond_width
         cond4 = [Signal(cw, name=f"cond4_way{w}", reset_less=True) for w in range(W)] if cands else []
@@ -793,12 +771,8 @@ class TablePartitioner(wiring.Component):
                          self.conflict_held.eq(Cat(*(v & (i == index_ahead) for v, i in flight)).any())]
         # the key's bank's ways: whether each is in use and holds the key; the writes ahead: whether each
         # is to the key's bucket and was the key's
-        used3 = [Signal(name=f"used3_way{w}", reset_less=read_early) for w in range(W)]
-        tagged3 = [Signal(name=f"tagged3_way{w}", reset_less=read_early) for w in range(W)]
-        # (early: whether each way can be picked, as the lookup's stage 3 would decide it but for the
-        # writes two or fewer ahead: in use, the key's, untouched by those further ahead, registered)
-        pickable3 = [Signal(name=f"pickable3_way{w}", reset_less=True) for w in range(W)]
-        pickable_next = []
+        used3 = [Signal(name=f"used3_way{w}") for w in range(W)]
+        tagged3 = [Signal(name=f"tagged3_way{w}") for w in range(W)]
         word3 = []  # the key's bank's ways: the OR of every bank's (all zero but the key's)
         # The key at stages 2 and 3 equals the top's tuple registers there, which synthesis would merge
         # it with: one register fanning out across the die to the tag compares of every way of every
@@ -812,27 +786,21 @@ class TablePartitioner(wiring.Component):
             m.d.comb += [copy.d.eq(d), copy.en.eq(self.en)]
             return copy.q
         for w in range(W):
-            # (early: the banks' registers hold the word at stage 2, compared with the key there)
-            k3_tag = None if not self.tag_width or bank_tags is not None else \
-                copy_of(f"key2_way{w}", tag_of(k2), tag_of(k1)) if read_early else copy_of(f"key3_way{w}", tag_of(k3), tag_of(k2))
+            k3_tag = copy_of(f"key3_way{w}", tag_of(k3), tag_of(k2)) if self.tag_width and bank_tags is None else None
             word = Const(0, ew)
             for b in range(self.banks):
                 word = word | bank_q[b][w]
-            wd = Signal(ew, name=f"word3_way{w}", reset_less=read_early)
+            wd = Signal(ew, name=f"word3_way{w}")
+            m.d.comb += wd.eq(word)
             word3.append(wd)
-            _, tag, _, _ = fields(word)
+            _, tag, _, _ = fields(wd)
             # (in use: the OR of each bank's flag, decided beside the bank, not from the word's OR)
             if bank_tags is not None:  # (the OR of each bank's, as the flag)
                 is_key = Cat(*(bank_tags[b * W + w] for b in range(self.banks))).any()
             else:
                 is_key = tag == k3_tag if tag is not None else 1
-            is_used = Cat(*(bank_used[b][w] for b in range(self.banks))).any()
-            if read_early:  # (the key's bank's word, registered at stage 3: the OR across the banks its own cycle)
-                with m.If(self.en):
-                    m.d.sync += [wd.eq(word), used3[w].eq(is_used), tagged3[w].eq(is_key)]
-                pickable_next.append(is_used & is_key)
-            else:
-                m.d.comb += [wd.eq(word), used3[w].eq(is_used), tagged3[w].eq(is_key)]
+            m.d.comb += [used3[w].eq(Cat(*(bank_used[b][w] for b in range(self.banks))).any()),
+                         tagged3[w].eq(is_key)]
         bucket3 = [Signal(name=f"bucket3_ahead{j}") for j in range(forward)]
         key3 = [Signal(name=f"key3_ahead{j}") for j in range(forward)]
         # The writes two or more ahead are registers already at stage 2: whether each is the key's
@@ -853,9 +821,8 @@ class TablePartitioner(wiring.Component):
             if j < 2:
                 return []
             wr = writes[j - 2]
-            touch_next[j] = (valid & same_index).replicate(W) & wr["ways"]
-            return [mine3r[j].eq(mine_of(j, valid, same_index, same_key_)), touch3r[j].eq(touch_next[j])]
-        touch_next = {}  # (touch3r's inputs, for pickable3)
+            return [mine3r[j].eq(mine_of(j, valid, same_index, same_key_)),
+                    touch3r[j].eq((valid & same_index).replicate(W) & wr["ways"])]
         # (`lag` on a large die: what the older writes' select lines will be at stage 3, for copies of
         # them: the write one ahead's flag but for w0's ways, and mine3r's; see `older_copies`)
         older_next = None
@@ -893,11 +860,6 @@ class TablePartitioner(wiring.Component):
                     m.d.sync += [bucket3[j].eq(valid & same_index), key3[j].eq(same_key_)]
                     m.d.sync += judged(j, valid, same_index, same_key_)
 
-        if read_early:
-            with m.If(self.en):
-                m.d.sync += [pickable3[w].eq(pickable_next[w] & ~Cat(*(touch_next[j][w] for j in range(2, forward))).any())
-                             for w in range(W)]
-
         def newest_of(one, later, values, zero):
             """The value of the newest write ahead that is flagged: ``one`` the flag of the write one
             ahead (values[0]), ``later`` those of the writes two or more ahead (registers, newest first;
@@ -926,7 +888,7 @@ class TablePartitioner(wiring.Component):
                 m.d.sync += [v5.eq(v4), k5.eq(k4), i5.eq(i4)]
             if self.lag == 2:
                 m.d.sync += [v6.eq(v5), k6.eq(k5), i6.eq(i5)]
-            m.d.sync += sel2.eq(1 << bank_of(index0 if read_early else i1))
+            m.d.sync += sel2.eq(1 << bank_of(i1))
             for w in range(W):
                 m.d.sync += [word4[w].eq(word3[w]), used4[w].eq(used3[w]), tagged4[w].eq(tagged3[w])]
                 if cands:  # the conditions of each way's state, for the tuple beside the key
@@ -1349,12 +1311,7 @@ class TablePartitioner(wiring.Component):
             touched3 = [Cat(*(bucket3[j] & ways3[j][w] for j in range(0 if self.direct else 1, 2)),
                             *(touch3r[j][w] for j in range(2, forward))).any() for w in range(W)]
             m.d.comb += [newest_next.eq(mine3[0]), older_one.eq(mine3[1])]
-            if read_early:
-                # (pickable3: in use, the key's, untouched by the writes two or more ahead; the others
-                # here: one gate from flip-flops into the picks' copies)
-                newer = [Cat(*(bucket3[j] & ways3[j][w] for j in range(0 if self.direct else 1, 2))).any() for w in range(W)]
-                picks_next = [pickable3[w] & ~newer[w] for w in range(W)]
-            elif self.direct:
+            if self.direct:
                 picks_next = [used3[0] & ~touched3[0]]
             else:
                 picks_next = [used3[w] & tagged3[w] & ~touched3[w] for w in range(W)]
