@@ -125,9 +125,8 @@ class Ahead(Elaboratable):
         dut = self.dut
         if self.platform is None:
             m.submodules.dut = dut
-        else:  # the table as it is built for that platform
-            dut._MustUse__silence = True
-            m.submodules.dut = dut.elaborate(self.platform)
+        else:  # the table as it is built for that platform, its submodules too (block RAM's shape)
+            m.submodules.dut = hwsim.OnPlatform(dut, self.platform)
         if dut.en_ahead:
             en = Signal(init=1)
             m.d.sync += en.eq(self.en)
