@@ -104,65 +104,6 @@ def test_a_registered_ram_is_the_same_on_ecp5_and_elsewhere(width, depth, blocks
     drive(dut, 400, depth + width, expect(dut))
 
 
-class LaneBench(Elaboratable):
-    """A RegisteredRam of ``lanes`` lanes elaborated for ``platform``."""
-
-    def __init__(self, lane: int, lanes: int, depth: int, platform):
-        self.ram = r = ecp5.RegisteredRam(lane * lanes, depth, lanes=lanes)
-        r._MustUse__silence = True
-        self.lane, self.lanes, self.depth, self.platform = lane, lanes, depth, platform
-
-    def elaborate(self, platform):
-        return self.ram.elaborate(self.platform)
-
-
-@pytest.mark.parametrize("lane, lanes, depth, blocks", [(9, 4, 512, 1), (20, 4, 256, 3), (40, 2, 512, 3),
-                                                         (13, 2, 1024, 2), (7, 2, 2, 1)])
-@pytest.mark.parametrize("primitives", [True, False])
-def test_a_registered_ram_of_lanes_writes_each_lane_alone(lane, lanes, depth, blocks, primitives):
-    # each DP16KD holds the same slice of every lane, a lane's slice in whole bytes its enable writes:
-    # a lane written leaves the others' words as they were, on ECP5 and elsewhere alike. (20-bit lanes at
-    # 9 bits a block: three blocks, the last holding 2 bits of each lane and padding)
-    dut = LaneBench(lane, lanes, depth, Simulated() if primitives else None)
-    assert dut.ram.blocks() == blocks
-    ram, rng = dut.ram, random.Random(lane * lanes + depth)
-    memory = [[0] * lanes for _ in range(depth)]
-
-    async def bench(ctx):
-        latch = out = [0] * lanes
-        for _ in range(400):
-            w_addr, r_addr = rng.randrange(depth), rng.randrange(depth)
-            r_addr = rng.choice([w_addr, r_addr])
-            w_en = rng.getrandbits(lanes) if rng.random() < 0.7 else 0
-            words = [rng.getrandbits(lane) for _ in range(lanes)]
-            r_en, o_en = rng.random() < 0.8, rng.random() < 0.8
-            for sig, v in ((ram.w_en, w_en), (ram.w_addr, w_addr), (ram.r_en, r_en), (ram.o_en, o_en),
-                           (ram.r_addr, r_addr), (ram.w_data, sum(x << (i * lane) for i, x in enumerate(words)))):
-                ctx.set(sig, v)
-            await ctx.tick()
-            out = latch if o_en else out
-            latch = list(memory[r_addr]) if r_en else latch
-            for i in range(lanes):
-                if w_en >> i & 1:
-                    memory[w_addr][i] = words[i]
-            assert ctx.get(ram.r_data) == sum(x << (i * lane) for i, x in enumerate(out))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-
-
-def test_lanes_that_a_block_cannot_hold_in_whole_bytes_are_refused():
-    # 4 lanes need the 36-bit shape's 4 bytes: 512 words deep at most; 2 lanes the 18-bit shape's 2
-    assert ecp5.interleaves(512, 4) and ecp5.interleaves(1024, 2) and ecp5.interleaves(16384, 1)
-    assert not ecp5.interleaves(1024, 4) and not ecp5.interleaves(2048, 2) and not ecp5.interleaves(512, 3)
-    with pytest.raises(ValueError, match="does not hold 4 lanes"):
-        ecp5.RegisteredRam(36, 1024, lanes=4)
-    with pytest.raises(ValueError, match="not 4 lanes of whole bits"):
-        ecp5.RegisteredRam(30, 512, lanes=4)
-
-
 def test_on_ecp5_the_dp16kd_is_an_instance_with_its_output_register():
     class Ecp5:
         family = "ecp5"

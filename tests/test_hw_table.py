@@ -9,12 +9,13 @@ import random
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import ClockDomain, Elaboratable, Fragment, Instance, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import ClockDomain, Elaboratable, Fragment, Module, Mux, ResetInserter, Signal
 from amaranth.sim import Simulator
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cepc.hw import sizing
+from cepc.hw.ecp5 import dp16kd_blocks
 from cepc.hw.layouts import tuple_layout
 from cepc.hw.nfa_core import PartialMatchCore
 from cepc.hw.partition import TablePartitioner
@@ -28,7 +29,6 @@ from cepc.hw.partition.table import (
     h3,
     h3_matrix,
     quotient_tag,
-    table_blocks,
 )
 from cepc.hw.replica import Replica
 from cepc.hw.top import table_partitioner
@@ -169,9 +169,9 @@ class Ahead(Elaboratable):
         return m
 
 
-def submodule_names(dut: TablePartitioner, platform=None) -> set[str]:
-    """The names of the table's submodules as it elaborates for ``platform`` (none: a large die's copies)."""
-    return {name for _, name, _ in Fragment.get(dut, platform).subfragments}
+def submodule_names(dut: TablePartitioner) -> set[str]:
+    """The names of the table's submodules as it elaborates with no platform (a large die's copies)."""
+    return {name for _, name, _ in Fragment.get(dut, None).subfragments}
 
 
 def drive(dut: TablePartitioner, keys: list[int], update, stall: float = 0.0, seed: int = 0, platform=None,
@@ -697,33 +697,16 @@ def test_sizing_counts_the_block_rams_of_banks_ways_and_columns():
     finance = lower(check(parse_file(root / "examples" / "finance" / "finance0" / "finance0.sql")))
     q = finance.queries[0]
     plan = sizing.table_plan(finance, q, 2048, ecp5)
-    # 512 buckets of 4 ways: each 36-bit block holds 9 bits of every way (interleaved), so the entry and
-    # its flag take a block per 9 bits; one memory per way would take a 36-bit block per 36 bits a way
-    assert plan.ways == 4 and plan.entry_bits > 504
-    assert plan.blocks == -(-(plan.entry_bits + 1) // 9)
+    assert plan.ways == 4 and plan.entry_bits > 504  # two columns a way: 504 bits, then the rest and the flag
     rest = plan.entry_bits + 1 - 504
-    assert table_blocks(4, 512, plan.entry_bits, False) == 4 * (ecp5.blocks_for(512, 504) + ecp5.blocks_for(512, rest))
-    # and what the table instantiates on ECP5: its DP16KDs, counted in the elaborated design
-    for design, query, n, interleave in ((marathon, marathon.queries[0], 1 << 16, None), (finance, q, 2048, None),
-                                         (finance, q, 2048, False), (finance, q, 4096, None)):
+    assert plan.blocks == 4 * (ecp5.blocks_for(512, 504) + ecp5.blocks_for(512, rest))
+    # and what the table instantiates: DP16KDs per bank, way and column
+    for design, query, n in ((marathon, marathon.queries[0], 1 << 16), (finance, q, 2048)):
         dut = table_partitioner(query, design.tuple, n)
-        dut.interleave = interleave
         dut._MustUse__silence = True
-        blocks = dp16kd_instances(Fragment.get(dut, Ecp5()))
-        assert dut.blocks() == blocks
-        if interleave is None:
-            assert sizing.table_plan(design, query, n, ecp5).blocks == blocks
+        blocks = dut.banks * dut.ways * sum(dp16kd_blocks(hi - lo, dut.bank_depth) for lo, hi in dut.columns)
+        assert sizing.table_plan(design, query, n, ecp5).blocks == blocks
         assert sizing.table_plan(design, query, n, ecp5).entry_bits == dut.entry_width
-
-
-class Ecp5:
-    """An ECP5 platform, for elaboration alone: DP16KDs instantiated."""
-    family = "ecp5"
-
-
-def dp16kd_instances(fragment) -> int:
-    own = int(isinstance(fragment, Instance) and fragment.type == "DP16KD")
-    return own + sum(dp16kd_instances(sub) for sub, *_ in fragment.subfragments)
 
 
 @pytest.mark.parametrize("lag, ways, entries, depth, stall, seed, relay, platform, wide", [
@@ -759,44 +742,6 @@ def test_a_table_whose_update_takes_two_or_three_cycles_equals_the_model(lag, wa
                            relay=relay, lag=lag, given_index=lag == 2 and seed % 2 == 0)
     assert dut.depth == DEPTH + lag and dut.spacing == (2 if lag == 2 else None)
     drive(dut, keys, update, stall, seed, platform)
-
-
-class SimulatedEcp5:
-    """An ECP5 platform whose DP16KDs are their behavioural models (cepc.hw.ecp5.Dp16kdModel)."""
-    family = "ecp5"
-    simulate_primitives = True
-
-
-@pytest.mark.parametrize("lag, ways, entries, depth, interleave, platform, seed", [
-    (2, 4, 64, 4, True, None, 61), (2, 4, 64, 4, False, None, 62), (2, 2, 64, 8, True, None, 63),
-    (2, 2, 64, 8, False, None, 64), (2, 4, 64, 4, None, SimulatedEcp5(), 65), (2, 2, 2048, 1024, None, SimulatedEcp5(), 66),
-    (1, 4, 256, 64, None, SimulatedEcp5(), 67), (0, 4, 64, 16, True, None, 68), (2, 2, 64, 4, True, Ice40(), 69)])
-def test_a_table_whose_ways_share_their_block_rams_equals_the_model(lag, ways, entries, depth, interleave, platform,
-                                                                    seed):
-    # Interleaved: each block RAM holds the same bits of every way of a bank, a lane of whole bytes each
-    # that the way's write enable writes alone; each group of chunks takes its read address and write
-    # from one of the copies that are a way's otherwise. A 150-bit state, every bit moving, hot keys and
-    # one bucket's keys back to back (a write to one way must leave its neighbours' lanes as they were).
-    # On ECP5 (its DP16KDs' models) the lanes are the blocks' byte enables; `auto` interleaves there
-    # where the shape holds the ways (4 ways 512 deep, 2 ways 1,024 deep: 2,048 entries of 2 ways)
-    rng = random.Random(seed)
-    keys = [rng.choice([rng.randrange(300), rng.randrange(4), 7]) for _ in range(400)]
-
-    def update(key, state):
-        return 0 if rng.random() < 0.2 else (state * 3 + key + 1) % (1 << 150) | 1
-
-    dut = TablePartitioner(entries, 12, 150, ways=ways, bank_depth=depth, early_key=2, en_ahead=True, relay=True,
-                           lag=lag, given_index=lag == 2, interleave=interleave)
-    assert dut.banks == entries // ways // depth and not dut.direct
-    names = submodule_names(dut, platform)
-    shared = interleave if interleave is not None else ways > 1
-    assert ("bank0_chunk0" in names) == shared and ("bank0_way0_col0" in names) == (not shared)
-    drive(dut, keys, update, 0.3, seed, platform)
-
-
-def test_a_table_refuses_to_interleave_ways_its_blocks_cannot_hold():
-    with pytest.raises(ValueError, match="does not hold 4 ways"):
-        TablePartitioner(4096, 16, 8, ways=4, bank_depth=1024, interleave=True)
 
 
 @pytest.mark.parametrize("lag", [1, 2], ids=["two-cycle", "three-cycle"])

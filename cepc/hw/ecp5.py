@@ -22,7 +22,7 @@ behavioural model of the pins :func:`dp16kd` drives, which the unit tests put in
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockSignal, Const, Elaboratable, Instance, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, ClockSignal, Const, Elaboratable, Instance, Module, Signal, Value
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -41,10 +41,6 @@ NO_COLLISIONS = {"cepc_no_collisions": 1}
 # the DP16KD's shapes: data width → depth, and the address bits below the word address
 MODES = {36: 512, 18: 1024, 9: 2048, 4: 4096, 2: 8192, 1: 16384}
 LOW_BITS = {36: 5, 18: 4, 9: 3, 4: 2, 2: 1, 1: 0}
-# the shapes whose bytes (9 bits each, LSB first) the write port enables one by one: at 36 bits its
-# address bits 0-3, at 18 bits 0-1 (Yosys' mapping, share/lattice/brams_map_16kd.v)
-BYTES = {36: 4, 18: 2}
-BYTE = 9
 
 
 def uses_dp16kd(platform) -> bool:
@@ -69,17 +65,11 @@ def dp16kd(*, w_en: Value, w_addr: Value, w_data: Value, r_addr: Value, r_en: Va
            out: Value, platform=None, name: str = "dp16kd", width: int = 9) -> Elaboratable:
     """One DP16KD of ``width``-bit words (a key of :data:`MODES`): port A writes ``w_data`` at
     ``w_addr`` when ``w_en``; port B reads ``r_addr`` when ``r_en`` and registers the word into
-    ``out`` when ``o_en``. Narrower addresses and data are zero-extended. At 18 and 36 bits ``w_en``
-    may be a bit per 9-bit byte of the word (:data:`BYTES`), each writing its byte alone. A model
-    stands in when ``platform`` asks for one (``simulate_primitives``)."""
+    ``out`` when ``o_en``. Narrower addresses and data are zero-extended. A model stands in when
+    ``platform`` asks for one (``simulate_primitives``)."""
     if width not in MODES:
         raise ValueError(f"a DP16KD's words are {sorted(MODES)} bits wide, not {width}")
     low = LOW_BITS[width]
-    w_en = Value.cast(w_en)
-    if len(w_en) not in (1, BYTES.get(width, 1)):
-        raise ValueError(f"a DP16KD of {width}-bit words takes 1 write enable or one per byte "
-                         f"({BYTES.get(width, 1)}), not {len(w_en)}")
-    byte_en = list(w_en) if len(w_en) > 1 else [w_en] * BYTES.get(width, 1)
 
     def address(prefix, addr, below=()):  # the word address above `low` bits (byte enables or 0)
         pins = {f"i_{prefix}{i}": (addr[i - low] if low <= i < low + len(addr) else 0) for i in range(14)}
@@ -95,13 +85,13 @@ def dp16kd(*, w_en: Value, w_addr: Value, w_data: Value, r_addr: Value, r_en: Va
 
     if width == 36:  # both ports' data pins carry the word; the write port's low address bits enable its bytes
         dia, dib, doa, dob = bits(w_data, 0, 18), bits(w_data, 18, 18), outs(out, 0, 18, "A"), outs(out, 18, 18, "B")
-        a_pins = address("ADA", w_addr, below=byte_en)
+        a_pins = address("ADA", w_addr, below=[w_en] * 4)
         we = {"i_WEA": 1}
     else:
         dia, dib = bits(w_data, 0, 18), [0] * 18
         doa, dob = [Signal(name=f"{name}_doa{i}") for i in range(18)], outs(out, 0, 18, "B")
-        a_pins = address("ADA", w_addr, below=byte_en if width == 18 else ())
-        we = {"i_WEA": w_en.any() if width == 18 else w_en}
+        a_pins = address("ADA", w_addr, below=[1, 1] if width == 18 else ())
+        we = {"i_WEA": w_en}
     ports = {
         **a_pins, **address("ADB", r_addr),
         **{f"i_DIA{i}": v for i, v in enumerate(dia)}, **{f"i_DIB{i}": v for i, v in enumerate(dib)},
@@ -124,8 +114,8 @@ def dp16kd(*, w_en: Value, w_addr: Value, w_data: Value, r_addr: Value, r_en: Va
 
 class Dp16kdModel(Elaboratable):
     """What a DP16KD does with the pins :func:`dp16kd` drives (Lattice TN1264): port A writes on a
-    clock edge with CEA and WEA (at 18 and 36 bits, each byte whose enable in its low address bits
-    is set); port B reads on an edge with CEB (the word as it was before a write in the same edge) into
+    clock edge with CEA and WEA (at 18 and 36 bits, with the byte enables in its low address bits
+    set); port B reads on an edge with CEB (the word as it was before a write in the same edge) into
     its latch; with ``REGMODE_B`` OUTREG the output register takes the latch on an edge with OCEB,
     else DOB is the latch. At 36 bits the word is DIA/DOA (low half) and DIB/DOB (high half)."""
 
@@ -152,17 +142,17 @@ class Dp16kdModel(Elaboratable):
             return [value(p[f"i_{prefix}{i}"]) for i in range(n)]
 
         m.submodules.mem = mem = memory.Memory(shape=width, depth=MODES[width], init=[])
-        wr, rd = mem.write_port(granularity=BYTE if width in BYTES else None), mem.read_port()
+        wr, rd = mem.write_port(), mem.read_port()
         if width == 36:
             data_in, outputs = Cat(*pins("DIA", 18), *pins("DIB", 18)), [p[f"o_DOA{i}"] for i in range(18)] + \
                 [p[f"o_DOB{i}"] for i in range(18)]
-            byte_en = Cat(*pins("ADA", 4))
+            byte_en = Cat(*pins("ADA", 4)).all()
         else:
             data_in, outputs = Cat(*pins("DIA", min(width, 18))), [p[f"o_DOB{i}"] for i in range(width)]
-            byte_en = Cat(*pins("ADA", 2)) if width == 18 else Const(1)
+            byte_en = Cat(*pins("ADA", 2)).all() if width == 18 else Const(1)
         m.d.comb += [
             wr.addr.eq(word_address("ADA")), wr.data.eq(data_in),
-            wr.en.eq(Mux(value(p["i_CEA"]) & value(p["i_WEA"]), byte_en, 0)),
+            wr.en.eq(value(p["i_CEA"]) & value(p["i_WEA"]) & byte_en),
             rd.addr.eq(word_address("ADB")), rd.en.eq(value(p["i_CEB"])),
         ]
         do = Signal(width)
@@ -180,73 +170,39 @@ class RegisteredRam(wiring.Component):
     a read of ``r_addr`` at an edge where ``r_en`` is high is on ``r_data`` after the next edge where
     ``o_en`` is high (the word as it was before a write in the same edge). On ECP5 these are DP16KDs
     of the widest shape deep enough, side by side, read through their own output registers; elsewhere
-    a memory's read port followed by a register.
+    a memory's read port followed by a register."""
 
-    With ``lanes`` > 1 the word is that many lanes of ``width`` // ``lanes`` bits (lane ``l`` at bits
-    ``l * lane`` up), ``w_en`` a bit per lane, and a write writes the lanes enabled alone. On ECP5
-    each DP16KD then holds the same slice of every lane, side by side in its word, each lane's slice
-    whole bytes that the lane's enable writes (:data:`BYTES`): :func:`interleaves` says where that
-    fits. So a lane's bit and the same bit of every other lane leave the same block."""
-
-    def __init__(self, width: int, depth: int, lanes: int = 1):
-        if lanes < 1 or width % lanes or lanes > 1 and not interleaves(depth, lanes):
-            self._MustUse__silence = True  # (refused: never to be used)
-        if lanes < 1 or width % lanes:
-            raise ValueError(f"{width} bits are not {lanes} lanes of whole bits")
-        if lanes > 1 and not interleaves(depth, lanes):
-            raise ValueError(f"a DP16KD {depth} words deep does not hold {lanes} lanes in whole bytes")
-        self.width, self.depth, self.lanes = width, depth, lanes
+    def __init__(self, width: int, depth: int):
+        self.width, self.depth = width, depth
         self.mode = mode_for(depth)
         super().__init__({
-            "w_en": In(lanes), "w_addr": In(range(depth)), "w_data": In(width),
+            "w_en": In(1), "w_addr": In(range(depth)), "w_data": In(width),
             "r_en": In(1), "o_en": In(1), "r_addr": In(range(depth)), "r_data": Out(width),
         })
 
     def blocks(self) -> int:
         """DP16KDs on ECP5."""
-        if self.lanes == 1:
-            return dp16kd_blocks(self.width, self.depth)
-        return -(-(self.width // self.lanes) // (self.mode // self.lanes))
+        return dp16kd_blocks(self.width, self.depth)
 
     def elaborate(self, platform):
         m = Module()
         if uses_dp16kd(platform):
-            lane = self.width // self.lanes
-            step = self.mode // self.lanes  # each lane's bits in a block
-            for n, lo in enumerate(range(0, lane, step)):
-                hi = min(lo + step, lane)
-                if self.lanes == 1:
-                    w_data, out, w_en = self.w_data[lo:hi], self.r_data[lo:hi], self.w_en
-                else:  # each lane's slice in whole bytes of the block's word, its enable on each
-                    pad = [Const(0, step - (hi - lo))] if hi - lo < step else []
-                    w_data = Cat(*(Cat(self.w_data[ln * lane + lo:ln * lane + hi], *pad) for ln in range(self.lanes)))
-                    out = Signal(self.mode, name=f"block{n}_out")
-                    m.d.comb += [self.r_data[ln * lane + lo:ln * lane + hi].eq(out[ln * step:ln * step + hi - lo])
-                                 for ln in range(self.lanes)]
-                    w_en = Cat(*(self.w_en[ln] for ln in range(self.lanes) for _ in range(step // BYTE)))
+            for n, lo in enumerate(range(0, self.width, self.mode)):
+                hi = min(lo + self.mode, self.width)
                 m.submodules[f"block{n}"] = dp16kd(
-                    w_en=w_en, w_addr=self.w_addr, w_data=w_data, r_addr=self.r_addr,
-                    r_en=self.r_en, o_en=self.o_en, out=out, platform=platform,
+                    w_en=self.w_en, w_addr=self.w_addr, w_data=self.w_data[lo:hi], r_addr=self.r_addr,
+                    r_en=self.r_en, o_en=self.o_en, out=self.r_data[lo:hi], platform=platform,
                     name=f"block{n}", width=self.mode)
             return m
         # (its callers never use a word read as it is written: NO_COLLISIONS; the table forwards the
         # writes block RAM had not taken when it read, the host link reads only committed bytes)
         m.submodules.mem = mem = memory.Memory(shape=self.width, depth=self.depth, init=[], attrs=NO_COLLISIONS)
-        wr = mem.write_port(granularity=self.width // self.lanes if self.lanes > 1 else None)
-        rd = mem.read_port()
+        wr, rd = mem.write_port(), mem.read_port()
         m.d.comb += [wr.addr.eq(self.w_addr), wr.data.eq(self.w_data), wr.en.eq(self.w_en),
                      rd.addr.eq(self.r_addr), rd.en.eq(self.r_en)]
         with m.If(self.o_en):
             m.d.sync += self.r_data.eq(rd.data)
         return m
-
-
-def interleaves(depth: int, lanes: int) -> bool:
-    """Whether a :class:`RegisteredRam` ``depth`` words deep can hold ``lanes`` lanes in each DP16KD,
-    each lane's slice whole bytes with an enable of their own (``lanes`` divides the bytes of the
-    widest shape deep enough: 4 at 512 words, 2 at 1,024)."""
-    mode = mode_for(depth)
-    return lanes == 1 or (mode in BYTES and BYTES[mode] % lanes == 0)
 
 
 # A MULT18X18D's operands are 18 bits wide, its product 36

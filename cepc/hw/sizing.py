@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from ..plan import DesignPlan, QueryPlan
 from .devices import DEFAULT_DEVICE, DEVICES, Device  # noqa: F401 - re-exported
+from .ecp5 import dp16kd_blocks
 from .layouts import key_width, record_layout
-from .partition.table import DEFAULT_WAYS, STAMP_BITS, stored_columns, table_blocks, tag_width_of
+from .partition.table import DEFAULT_WAYS, STAMP_BITS, bank_depth_of, stored_columns, tag_width_of
 from .top import OUTPUT_FIFO_DEPTH as FIFO_DEPTH
 from .top import TWO_BEAT_FIFOS, keyed
 from .top import payload_width as payload_bits
@@ -147,12 +148,12 @@ def table_plan(design: DesignPlan, q: QueryPlan, entries: int, device: Device, e
         entries = ways * max(2, 1 << (-(-entries // ways) - 1).bit_length())
     buckets = entries // ways
     bits = entry_bits(design, q, None if direct else buckets, True, evict)
-    # as TablePartitioner stores it (the entry and its in-use bit): on ECP5, DP16KDs instantiated in
-    # banks BANK_DEPTH deep (the widest shape deep enough for a shallower table), a bank's ways
-    # interleaved in its blocks where they fit (table_blocks); elsewhere one memory per way and column,
-    # inferred, in the best shape
+    # one memory per way and column, as TablePartitioner stores it (the entry and its in-use bit): on
+    # ECP5, DP16KDs instantiated in banks BANK_DEPTH deep (the widest shape deep enough for a shallower
+    # table); elsewhere inferred, in the best shape
     if device.block == "DP16KD":
-        blocks = table_blocks(ways, buckets, bits)
+        bank = bank_depth_of(buckets)
+        blocks = ways * (buckets // bank) * sum(dp16kd_blocks(hi - lo, bank) for lo, hi in stored_columns(bits))
     else:
         blocks = ways * sum(device.blocks_for(buckets, hi - lo) for lo, hi in stored_columns(bits))
     return TablePlan(q.name, direct, entries, ways, bits, blocks)

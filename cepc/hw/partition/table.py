@@ -102,7 +102,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
-from ..ecp5 import RegisteredRam, dp16kd_blocks, interleaves, mode_for
+from ..ecp5 import RegisteredRam
 from ..replica import Replica, small_die
 from .pipeline import _signature
 
@@ -202,8 +202,6 @@ def hold_spacing(lag: int, stall: bool) -> int | None:
 # block RAMs cascaded by depth, whose multiplexer would follow block RAM's clock-to-out. A table
 # shallower than that is one bank, in the widest shape deep enough.
 BANK_DEPTH = 16384
-# Interleaved, each memory of a bank holds this many block RAMs' worth of the stored word (a chunk)
-CHUNK_BLOCKS = 8
 
 
 def bank_depth_of(buckets: int, depth: int = BANK_DEPTH) -> int:
@@ -216,26 +214,6 @@ def stored_columns(entry_width: int) -> list[tuple[int, int]]:
     """The columns of block RAM's word: the entry and, above it, whether its vector is non-zero (the
     write's `keep`)."""
     return columns(entry_width + 1)
-
-
-def table_blocks(ways: int, buckets: int, entry_width: int, interleave: bool | None = None) -> int:
-    """DP16KDs a table of ``buckets`` × ``ways`` entries of ``entry_width`` bits takes on ECP5 (a large
-    die): per bank, one memory per way and column, or interleaved (``interleave``, None where it fits)
-    its chunks, each block holding every way's bits of it."""
-    bank = bank_depth_of(buckets)
-    if interleave is None:
-        interleave = ways > 1 and interleaves(bank, ways)
-    if interleave:
-        step = mode_for(bank) // ways
-        per_bank = sum(-(-(hi - lo) // step) for lo, hi in columns_of(entry_width + 1, step * CHUNK_BLOCKS))
-    else:
-        per_bank = ways * sum(dp16kd_blocks(hi - lo, bank) for lo, hi in stored_columns(entry_width))
-    return buckets // bank * per_bank
-
-
-def columns_of(width: int, size: int) -> list[tuple[int, int]]:
-    """``[lo, hi)`` slices of ``width`` bits, each ``size`` wide but the last."""
-    return [(lo, min(lo + size, width)) for lo in range(0, width, size)]
 
 
 def columns(width: int) -> list[tuple[int, int]]:
@@ -304,7 +282,7 @@ class TablePartitioner(wiring.Component):
                  conditions: Callable[[Value, Value], Value] | None = None, cond_width: int = 0,
                  cond_in_width: int = 1, cond_bits: list[tuple[int, int]] | None = None,
                  cond_groups: list[list[int]] | None = None, relay: bool = False, lag: int = 0, stall: bool = False,
-                 given_index: bool = False, interleave: bool | None = None):
+                 given_index: bool = False):
         if entries < 1:
             raise ValueError(f"the table needs at least one entry, not {entries}")
         self.direct = (1 << key_width) <= entries
@@ -337,15 +315,6 @@ class TablePartitioner(wiring.Component):
         self.banks = self.buckets // self.bank_depth
         self.bank_bits_low = (self.bank_depth - 1).bit_length()
         self.columns = stored_columns(self.entry_width)
-        # ``interleave``: each bank's ways side by side in its block RAMs, a lane each (see `interleaved`
-        # in elaborate). None: where the die is large and the bank's blocks hold the ways in whole bytes
-        if interleave and not interleaves(self.bank_depth, self.ways):
-            self._MustUse__silence = True  # (refused: never to be used)
-            raise ValueError(f"a bank {self.bank_depth} entries deep does not hold {self.ways} ways in each "
-                             f"block RAM's bytes (4 ways up to 512 deep, 2 up to 1,024)")
-        self.interleave = interleave
-        step = mode_for(self.bank_depth) // self.ways  # each way's bits in a block, interleaved
-        self.chunks = columns_of(self.entry_width + 1, step * CHUNK_BLOCKS)
         signature = _signature(key_width, state_width, expiry_width or 1)
         # WITHIN: whether an entry has expired is judged a stage early (two, for the writes ahead),
         # against the time of the key at stage 2, ``now2``, which the table registers beside the key,
@@ -444,10 +413,6 @@ class TablePartitioner(wiring.Component):
             signature["en_next"] = wiring.In(1)
         super().__init__(signature)
 
-    def blocks(self) -> int:
-        """DP16KDs the table takes on ECP5 (a large die, where `interleave`'s None is decided)."""
-        return table_blocks(self.ways, self.buckets, self.entry_width, self.interleave)
-
     def index(self, key) -> int:
         """The bucket of a key (an int), as the hardware computes it."""
         return key if self.direct else h3(key, self.hash_rows)
@@ -519,13 +484,6 @@ class TablePartitioner(wiring.Component):
         # the banks are far apart. The UP5K is small, and short of logic cells: there the banks use
         # the originals. (Simulation, with no platform, uses the copies, so the tests check them.)
         copies = not small_die(platform)
-        # Interleaved: a bank's ways share its block RAMs, each block holding the same bits of every way
-        # side by side (a lane of whole bytes each, written by the way's own byte enables), so a bit of
-        # the key's state and that bit of the other ways leave the same block. One memory per way put
-        # each way's blocks in a place of their own: the state's multiplexers then gathered a bit from
-        # four places across block RAM's rows (mshape's and finance5's late paths into `state5`)
-        interleaved = W > 1 and (self.interleave if self.interleave is not None else
-                                 copies and interleaves(self.bank_depth, W))
         # Data registers (keys, buckets, the writes but their valid flags) need no reset: every use is
         # gated by a valid flag. Without one, the design's reset reaches hundreds fewer flip-flops (681
         # on marathon's ECP5, 6 ns of routing); on the UP5K, whose flip-flops take an enable and a reset
@@ -671,18 +629,15 @@ class TablePartitioner(wiring.Component):
             else:
                 parts = writes[1]
             row = []
-            mine = parts["valid"] & (bank_of(parts["index"]) == b)
             for w in range(W):
-                # (interleaved: each copy, a group of columns', takes the write's every way)
-                wants = Cat(*(mine & parts["ways"][v] for v in range(W))) if interleaved else mine & parts["ways"][w]
+                wants = parts["valid"] & parts["ways"][w] & (bank_of(parts["index"]) == b)
                 if not copies:
                     row.append({"en": wants, "addr": parts["index"][:low], "stored": Cat(parts["entry"], parts["keep"])})
                     continue
-                copy = way_copy("write", b, w, len(wants) + max(1, low) + ew + 1)
+                copy = way_copy("write", b, w, 1 + max(1, low) + ew + 1)
                 m.d.comb += [copy.d.eq(Cat(wants, parts["index"][:max(1, low)], parts["entry"], parts["keep"])),
                              copy.en.eq(bank_en[b][w])]
-                n = len(wants)
-                row.append({"en": copy.q[:n], "addr": copy.q[n:n + max(1, low)], "stored": copy.q[n + max(1, low):]})
+                row.append({"en": copy.q[0], "addr": copy.q[1:1 + max(1, low)], "stored": copy.q[1 + max(1, low):]})
             taken.append(row)
         bank_q = []  # [bank][way]: the stage-3 registers of the bank's read data, zero unless the key's
         # [bank][way]: beside them, whether the way is in use (its vector is not zero): block RAM stores
@@ -707,21 +662,6 @@ class TablePartitioner(wiring.Component):
         key_copies = []
         for b in range(self.banks):
             row, row_used = [], []
-            # Interleaved (see `interleaved`): each chunk of the stored word is one memory of W lanes, a
-            # way's chunk in each, which the way's write enable writes alone; each group of chunks takes
-            # the read address, `en` and the write from the copies that are a way's otherwise. [way]: its
-            # chunks' (lo, hi, the chunk's word, the `en` beside it)
-            lanes = [[] for _ in range(W)]
-            for c, (lo, hi) in enumerate(self.chunks if interleaved else ()):
-                g = c * W // len(self.chunks)
-                ram = RegisteredRam(W * (hi - lo), self.bank_depth, lanes=W)
-                m.submodules[f"bank{b}_chunk{c}"] = ram
-                m.d.comb += [ram.r_addr.eq(read_at[b][g][:low]), ram.r_en.eq(bank_en[b][g]),
-                             ram.o_en.eq(bank_en[b][g]),
-                             ram.w_addr.eq(taken[b][g]["addr"][:low]), ram.w_en.eq(taken[b][g]["en"]),
-                             ram.w_data.eq(Cat(*[taken[b][g]["stored"][lo:hi]] * W))]
-                for w in range(W):
-                    lanes[w].append((lo, hi, ram.r_data[w * (hi - lo):(w + 1) * (hi - lo)], bank_en[b][g]))
             for w in range(W):
                 en = bank_en[b][w]
                 # (one bank, the key's always: nothing to clear. That clear, from `en`'s copy and `bank2`,
@@ -748,10 +688,7 @@ class TablePartitioner(wiring.Component):
                 row_used.append(u)
                 stored = Cat(q, u)
                 read = []  # (block RAM's word, its columns' output registers)
-                for lo, hi, word, chunk_en in lanes[w]:
-                    load(stored[lo:hi], word, en=chunk_en)
-                    read.append(word)
-                for c, (lo, hi) in enumerate(() if interleaved else self.columns):
+                for c, (lo, hi) in enumerate(self.columns):
                     # read through block RAM's own output register (on ECP5; elsewhere a flip-flop)
                     ram = RegisteredRam(hi - lo, self.bank_depth)
                     m.submodules[f"bank{b}_way{w}_col{c}"] = ram
